@@ -1,0 +1,119 @@
+#include "common/config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace san {
+namespace {
+
+const char* SystemGetenv(const char* name) { return ::getenv(name); }
+
+bool ParseUnsigned(const char* text, uint32_t min, uint32_t max, uint32_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long v = strtoul(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < min || v > max) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool ParseBool(const char* text, bool* out) {
+  if (!strcmp(text, "1") || !strcmp(text, "on") || !strcmp(text, "yes") || !strcmp(text, "true")) {
+    *out = true;
+    return true;
+  }
+  if (!strcmp(text, "0") || !strcmp(text, "off") || !strcmp(text, "no") || !strcmp(text, "false")) {
+    *out = false;
+    return true;
+  }
+  return false;
+}
+
+bool ParseProvider(const char* text, ProviderChoice* out) {
+  static const struct { const char* name; ProviderChoice value; } kNames[] = {
+      {"auto", ProviderChoice::kAuto}, {"shm", ProviderChoice::kShm},
+      {"verbs", ProviderChoice::kVerbs}, {"off", ProviderChoice::kOff}};
+  for (const auto& n : kNames) {
+    if (!strcmp(text, n.name)) {
+      *out = n.value;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ParseLogLevel(const char* text, LogLevel* out) {
+  static const char* const kNames[] = {"error", "warn", "info", "debug"};
+  for (int i = 0; i < 4; ++i) {
+    if (!strcmp(text, kNames[i])) {
+      *out = static_cast<LogLevel>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::vector<SettingInfo>& Settings() {
+  static const std::vector<SettingInfo> kSettings = {
+      {"SAN_PROVIDER", "auto", "auto|shm|verbs|off: which fabric carries SAN sockets (off = kernel TCP)"},
+      {"SAN_WINDOW", "32", "w, DATA packets in flight per direction (2..255)"},
+      {"SAN_ACK_THRESHOLD", "16", "t, delayed ACKs before an explicit ACK (1..w-1)"},
+      {"SAN_COMBINE", "on", "combine small sends into one packet (TCP_NODELAY turns it off per socket)"},
+      {"SAN_COMBINE_US", "200", "flush a partly filled combine buffer after this many microseconds"},
+      {"SAN_COPY_THRESHOLD", "2048", "sends up to this many bytes are staged and combined"},
+      {"SAN_MTU", "32768", "largest DATA payload in bytes (4096..1048576, capped by the provider)"},
+      {"SAN_SPIN_US", "50", "spin this long before sleeping on the doorbell (0 = sleep at once)"},
+      {"SAN_LINGER_MS", "2000", "close thread waits this long for FIN/FINACK before aborting"},
+      {"SAN_LOG", "warn", "error|warn|info|debug"},
+  };
+  return kSettings;
+}
+
+Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::string>* errors) {
+  Config c;
+  auto bad = [&](const char* var, const char* value) {
+    if (errors) errors->push_back(std::string(var) + "=" + value + " is not valid; using the default");
+  };
+  auto num = [&](const char* var, uint32_t min, uint32_t max, uint32_t* field) {
+    if (const char* v = getenv_fn(var)) {
+      if (!ParseUnsigned(v, min, max, field)) bad(var, v);
+    }
+  };
+  if (const char* v = getenv_fn("SAN_PROVIDER")) {
+    if (!ParseProvider(v, &c.provider)) bad("SAN_PROVIDER", v);
+  }
+  num("SAN_WINDOW", 2, 255, &c.window);
+  num("SAN_ACK_THRESHOLD", 1, 254, &c.ack_threshold);
+  if (c.ack_threshold >= c.window) {
+    if (errors) errors->push_back("SAN_ACK_THRESHOLD must be below SAN_WINDOW; using window/2");
+    c.ack_threshold = c.window / 2;
+  }
+  if (const char* v = getenv_fn("SAN_COMBINE")) {
+    if (!ParseBool(v, &c.combine)) bad("SAN_COMBINE", v);
+  }
+  num("SAN_COMBINE_US", 0, 1000000, &c.combine_timer_us);
+  num("SAN_COPY_THRESHOLD", 0, 1 << 20, &c.copy_threshold);
+  num("SAN_MTU", 4096, 1 << 20, &c.mtu);
+  num("SAN_SPIN_US", 0, 10000000, &c.spin_us);
+  num("SAN_LINGER_MS", 0, 600000, &c.linger_ms);
+  if (const char* v = getenv_fn("SAN_LOG")) {
+    if (!ParseLogLevel(v, &c.log_level)) bad("SAN_LOG", v);
+  }
+  return c;
+}
+
+const Config& Config::Get() {
+  static const Config config = [] {
+    std::vector<std::string> errors;
+    Config c = Parse(SystemGetenv, &errors);
+    for (const auto& e : errors) fprintf(stderr, "sanlib: %s\n", e.c_str());
+    return c;
+  }();
+  return config;
+}
+
+}  // namespace san

@@ -1,0 +1,39 @@
+// UniqueFd: owns one file descriptor and closes it exactly once (RAII for every fd in sanlib).
+//
+// Thread-safety: like a unique_ptr; one owner. release() hands the fd out without closing it.
+// close() goes straight to the kernel (syscall), never through an interposed close().
+#pragma once
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <utility>
+
+namespace san {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::syscall(SYS_close, fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace san

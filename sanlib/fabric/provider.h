@@ -1,0 +1,163 @@
+// The fabric provider interface: a narrow, VIA/verbs-shaped message interface that every backend
+// (shm, loopback, later verbs) implements and the protocol layer drives.
+//
+// Model (VIA / ibverbs RC):
+//   Provider   -- opened once per process; says what it can reach and what it can do (capabilities).
+//   Listener   -- the rendezvous for one listening address; a request becomes a server Endpoint.
+//   Endpoint   -- one reliable connection (a VI / RC QP): a send queue, a receive queue and one
+//                 completion queue, plus a waitable doorbell for sleeping on receive completions.
+//
+// The pre-posting constraint holds for every backend: each send consumes exactly one receive the
+// peer posted earlier, in posting order. A send finding no posted receive breaks the connection
+// (both sides see error completions) -- the protocol layer's window guarantees it never happens.
+//
+// Connection set-up is two-phase on both sides so receives are posted before anything can arrive:
+//   client: CreateEndpoint -> AllocateBuffer/PostRecv -> Connect(server, private data)
+//   server: Listener::GetRequest -> AllocateBuffer/PostRecv -> Accept() (or Reject())
+// rdma_cm maps onto this directly (rdma_connect / rdma_get_request + rdma_accept).
+//
+// Thread-safety: an Endpoint may be used by one sending thread and one receiving/polling thread at
+// a time (the socket layer serialises the rest). Post*/Poll never block and never allocate on the
+// heap. A peer is never trusted: indices and lengths it controls are checked against our own copy of
+// the limits and a violation breaks only this connection.
+// Ownership: buffers from AllocateBuffer live as long as the Endpoint and are in shared memory, so a
+// fork() child sees the same pages as its parent.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+
+namespace san::fabric {
+
+enum Capability : uint32_t {
+  kCapReliable = 1u << 0,           // lossless, in order; Poll never reports loss of a message
+  kCapSendFromAnyMemory = 1u << 1,  // send segments need no registration (key may be 0)
+  kCapSingleCopy = 1u << 2,         // large sends can skip the peer's bounce buffer (see docs)
+  kCapWaitable = 1u << 3,           // notify_fd() works with poll/epoll
+};
+
+// Memory the provider can send from and receive into.
+struct MemoryRegion {
+  std::byte* addr = nullptr;
+  size_t length = 0;
+  uint32_t key = 0;  // provider's handle (verbs lkey); 0 = not registered
+};
+
+// One scatter/gather element of a send.
+struct Segment {
+  const void* addr = nullptr;
+  uint32_t length = 0;
+  uint32_t key = 0;  // from a MemoryRegion, or 0 with kCapSendFromAnyMemory
+};
+
+constexpr int kMaxSendSegments = 4;
+
+struct SendWork {
+  uint64_t id = 0;         // returned in the send's completion
+  uint32_t imm = 0;        // 32-bit immediate delivered with the message (packet type etc.)
+  uint8_t num_segments = 0;
+  Segment segments[kMaxSendSegments];
+};
+
+struct RecvWork {
+  uint64_t id = 0;  // returned in the completion of the message that lands here
+  void* addr = nullptr;
+  uint32_t length = 0;
+  uint32_t key = 0;  // from a MemoryRegion
+};
+
+enum class Op : uint8_t { kSend, kRecv };
+
+struct Completion {
+  uint64_t id = 0;
+  Op op = Op::kSend;
+  int error = 0;        // 0, or an errno (ECONNRESET: connection broken; later work is flushed)
+  uint32_t length = 0;  // bytes received (receives only)
+  uint32_t imm = 0;     // immediate value (receives only)
+};
+
+// Opaque bytes carried with a connection request and reply (rdma_cm private data: keep it small).
+struct ConnectData {
+  static constexpr size_t kMax = 48;
+  uint8_t length = 0;
+  uint8_t bytes[kMax] = {};
+};
+
+struct EndpointAttr {
+  uint32_t send_depth = 64;         // send work requests outstanding at once
+  uint32_t recv_depth = 35;         // receives posted at once (the protocol's P)
+  size_t buffer_bytes = 4u << 20;   // total AllocateBuffer space this endpoint may hand out
+};
+
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+
+  // Memory for receive buffers and send staging, registered with this endpoint, in a shared mapping
+  // (fork-safe). Carved from the endpoint's budget (EndpointAttr::buffer_bytes); 64-byte aligned.
+  virtual Result<MemoryRegion> AllocateBuffer(size_t length) = 0;
+
+  // Queues a receive. EAGAIN if the receive queue is full; ECONNRESET once the connection broke.
+  virtual Status PostRecv(const RecvWork& work) = 0;
+  // Queues a send; every send yields exactly one completion, in posting order. EAGAIN if the send
+  // queue is full (poll completions and retry). EMSGSIZE if the payload exceeds mtu().
+  virtual Status PostSend(const SendWork& work) = 0;
+  // Reaps up to `max` completions into `out`; returns how many. Never blocks.
+  virtual int Poll(Completion* out, int max) = 0;
+
+  // Doorbell protocol: Arm() requests a wake-up on the next receive completion and returns false if
+  // one is already waiting (then do not sleep: Poll instead). After a true return, sleeping on
+  // notify_fd() (POLLIN) cannot miss a completion that arrives later. ClearNotify() consumes it.
+  virtual bool Arm() = 0;
+  virtual int notify_fd() const = 0;
+  virtual void ClearNotify() = 0;
+
+  // Client side, after the initial receives are posted: connect to the listener at `server`,
+  // handing `data` to it. Blocks for the rendezvous only (bounded). ECONNREFUSED: no SAN listener.
+  virtual Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) = 0;
+  // Server side (from Listener::GetRequest), after the initial receives are posted.
+  virtual Status Accept() = 0;
+  virtual Status Reject() = 0;
+  // The request's data (server side) or the reply's (client side, empty for shm).
+  virtual const ConnectData& peer_data() const = 0;
+
+  // Abortive disconnect: the peer's outstanding and later work completes with ECONNRESET.
+  virtual void Disconnect() = 0;
+  // True once the peer is known gone or the connection broke (cheap; polled by the close thread).
+  virtual bool broken() const = 0;
+
+  virtual uint32_t mtu() const = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Readable (POLLIN) when GetRequest may have something. The connection thread polls this.
+  virtual int fd() const = 0;
+  // The next connection request as a server Endpoint (post receives, then Accept or Reject);
+  // EAGAIN when none is waiting.
+  virtual Result<std::unique_ptr<Endpoint>> GetRequest() = 0;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  virtual const char* name() const = 0;
+  virtual uint32_t capabilities() const = 0;
+  virtual uint32_t max_mtu() const = 0;
+  // Whether a listener at `peer` could be reached by this provider (shm: an address of this host in
+  // this network namespace). Cheap enough to call per connect.
+  virtual bool Reaches(const sockaddr* peer, socklen_t len) const = 0;
+  // Opens the rendezvous for a listening socket bound to `addr` (port must be set).
+  virtual Result<std::unique_ptr<Listener>> Listen(const sockaddr* addr, socklen_t len,
+                                                   const EndpointAttr& attr) = 0;
+  // A client endpoint, not yet connected.
+  virtual Result<std::unique_ptr<Endpoint>> CreateEndpoint(const EndpointAttr& attr) = 0;
+};
+
+}  // namespace san::fabric
