@@ -1,0 +1,31 @@
+// Address keys: the canonical text form of an IP socket address ("127.0.0.1:5000", "[::1]:5000")
+// that names a listener's rendezvous, shared by every backend (shm: the abstract Unix socket name;
+// loopback: the in-process registry key).
+//
+// Thread-safety: pure functions. Ownership: results are returned by value (connection set-up only,
+// never on the data path, so the heap is fine here).
+// Invariants: an IPv4-mapped IPv6 address ("::ffff:1.2.3.4") is written as its IPv4 form, so a
+// listener and a client that spell the same host differently meet at the same key.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace san::fabric {
+
+// "a.b.c.d:port" or "[v6]:port". EAFNOSUPPORT for non-IP families, EINVAL for a short `len`.
+Result<std::string> AddressKey(const sockaddr* addr, socklen_t len);
+
+// The keys a client tries, in order: the exact address, the wildcard of its family (a listener
+// bound to INADDR_ANY / in6addr_any is reachable through every local address), and for IPv4 also
+// the IPv6 wildcard (a dual-stack listener bound to "::").
+Status ConnectKeys(const sockaddr* addr, socklen_t len, std::vector<std::string>* keys);
+
+// True for 127.0.0.0/8, ::1 and their v4-mapped forms.
+bool IsLoopbackAddress(const sockaddr* addr, socklen_t len);
+
+}  // namespace san::fabric

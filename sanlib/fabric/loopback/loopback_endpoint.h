@@ -1,0 +1,74 @@
+// LoopbackEndpoint: one end of an in-process connection, for protocol tests. Same contract as
+// every provider (provider.h); messages are copied straight into the peer's posted receive during
+// PostSend unless the endpoint's FaultPlan holds, drops or fails them.
+//
+// Thread-safety: all state is in the shared Link under its mutex, so any thread may call anything
+// (the mutex is uncontended in single-threaded tests; this backend is not about speed).
+// Ownership: owns its doorbell eventfd and buffer arena; shares the Link with its peer. Destroying
+// an endpoint breaks the connection (the peer's receives complete with ECONNRESET).
+#pragma once
+
+#include <memory>
+
+#include "common/unique_fd.h"
+#include "fabric/loopback/fault_plan.h"
+#include "fabric/loopback/link.h"
+#include "fabric/provider.h"
+
+namespace san::fabric::loopback {
+
+class LoopbackProvider;
+
+class LoopbackEndpoint final : public Endpoint {
+ public:
+  // `side` 0 = client (fresh link), 1 = server (joins the client's link).
+  static Result<std::unique_ptr<LoopbackEndpoint>> Create(LoopbackProvider* provider,
+                                                          std::shared_ptr<Link> link, int side,
+                                                          const EndpointAttr& attr,
+                                                          const FaultPlan& plan);
+  ~LoopbackEndpoint() override;
+
+  // Replaces this endpoint's fault plan (and restarts its send numbering).
+  void set_fault_plan(const FaultPlan& plan);
+  void set_peer_data(const ConnectData& data) { peer_data_ = data; }
+
+  Result<MemoryRegion> AllocateBuffer(size_t length) override;
+  Status PostRecv(const RecvWork& work) override;
+  Status PostSend(const SendWork& work) override;
+  int Poll(Completion* out, int max) override;
+  bool Arm() override;
+  int notify_fd() const override { return doorbell_.get(); }
+  void ClearNotify() override;
+  Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;
+  Status Accept() override;
+  Status Reject() override;
+  const ConnectData& peer_data() const override { return peer_data_; }
+  void Disconnect() override;
+  bool broken() const override;
+  uint32_t mtu() const override;
+
+ private:
+  LoopbackEndpoint(LoopbackProvider* provider, std::shared_ptr<Link> link, int side,
+                   const EndpointAttr& attr, const FaultPlan& plan, UniqueFd doorbell);
+  // All *Locked helpers require link_->mu.
+  void BreakLocked(int reason);
+  // Copies `data` (gathered from `segments` when `held` is null) into `to`'s next posted receive.
+  // EPROTO when there is none or it is too small (the connection breaks, like verbs).
+  Status DeliverLocked(Half& to, const SendWork* work, const HeldMessage* held);
+  void DeliverHeldLocked(Half& me);
+  static void RingLocked(Half& to);
+
+  LoopbackProvider* provider_;
+  std::shared_ptr<Link> link_;
+  const int side_;
+  const EndpointAttr attr_;
+  FaultPlan plan_;
+  uint64_t sends_ = 0;  // guarded by link_->mu
+  UniqueFd doorbell_;
+  std::unique_ptr<std::byte[]> arena_;
+  std::byte* arena_begin_ = nullptr;  // 64-byte aligned start inside arena_
+  size_t arena_used_ = 0;             // guarded by link_->mu
+  ConnectData peer_data_;
+};
+
+}  // namespace san::fabric::loopback

@@ -1,0 +1,157 @@
+#include "fabric/shm/rendezvous.h"
+
+#include <fcntl.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "fabric/address.h"
+
+namespace san::fabric::shm {
+namespace {
+
+constexpr char kNamePrefix[] = "sanlib/shm/";
+
+}  // namespace
+
+void RendezvousAddress(const std::string& key, sockaddr_storage* addr, socklen_t* len) {
+  sockaddr_un sun;
+  std::memset(&sun, 0, sizeof(sun));
+  sun.sun_family = AF_UNIX;
+  std::string name = std::string(kNamePrefix) + key;
+  // sun_path[0] stays '\0' (abstract namespace); keys are at most ~60 bytes, the path holds 107.
+  size_t n = std::min(name.size(), sizeof(sun.sun_path) - 1);
+  std::memcpy(sun.sun_path + 1, name.data(), n);
+  std::memset(addr, 0, sizeof(*addr));
+  std::memcpy(addr, &sun, sizeof(sun));
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+Result<UniqueFd> ListenRendezvous(const std::string& key) {
+  UniqueFd sock(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return Status::FromErrno("socket(AF_UNIX)");
+  sockaddr_storage addr;
+  socklen_t len;
+  RendezvousAddress(key, &addr, &len);
+  if (bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    return Status::FromErrno("bind(shm rendezvous)");
+  }
+  if (listen(sock.get(), SOMAXCONN) != 0) return Status::FromErrno("listen(shm rendezvous)");
+  return sock;
+}
+
+Result<UniqueFd> ConnectRendezvous(const sockaddr* server, socklen_t server_len) {
+  std::vector<std::string> keys;
+  Status s = ConnectKeys(server, server_len, &keys);
+  if (!s.ok()) return s;
+  for (const std::string& key : keys) {
+    UniqueFd sock(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!sock.valid()) return Status::FromErrno("socket(AF_UNIX)");
+    // A full backlog makes connect() wait; bound it (AF_UNIX connect honours SO_SNDTIMEO).
+    timeval tv{kConnectTimeoutMs / 1000, 0};
+    setsockopt(sock.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    sockaddr_storage addr;
+    socklen_t len;
+    RendezvousAddress(key, &addr, &len);
+    int rc;
+    do {
+      rc = connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), len);
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0) return sock;
+    if (errno == EAGAIN) return Status(ETIMEDOUT, "connect(shm rendezvous)");
+    if (errno != ECONNREFUSED && errno != ENOENT) return Status::FromErrno("connect(shm rendezvous)");
+  }
+  return Status(ECONNREFUSED, "connect(shm rendezvous)");
+}
+
+Status SendMessage(int sock, const void* msg, size_t len, const int* fds, int num_fds) {
+  iovec iov{const_cast<void*>(msg), len};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kRequestFds)] = {};
+  if (num_fds > 0) {
+    if (num_fds > kRequestFds) return Status(EINVAL, "SendMessage: too many fds");
+    mh.msg_control = control;
+    mh.msg_controllen = CMSG_SPACE(sizeof(int) * num_fds);
+    cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * num_fds);
+    std::memcpy(CMSG_DATA(cm), fds, sizeof(int) * num_fds);
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Status::FromErrno("sendmsg(shm rendezvous)");
+  if (static_cast<size_t>(n) != len) return Status(EPROTO, "sendmsg(shm rendezvous): short");
+  return Status::Ok();
+}
+
+Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fds) {
+  // One byte more than expected so an oversized message shows up as MSG_TRUNC or a longer count.
+  alignas(8) char buffer[sizeof(RequestMessage) + 1];
+  if (len >= sizeof(buffer)) return Status(EINVAL, "ReceiveMessage: size");
+  iovec iov{buffer, len + 1};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  // Room for more fds than we want, so extras are received (and closed) rather than lost in limbo.
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 16)] = {};
+  mh.msg_control = control;
+  mh.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errno == EAGAIN ? Status(EAGAIN, "recvmsg") : Status::FromErrno("recvmsg");
+  if (n == 0) return Status(ECONNRESET, "recvmsg(shm rendezvous): peer closed");
+
+  // Take ownership of every fd first, whatever else is wrong with the message.
+  std::vector<UniqueFd> received;
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      received.emplace_back(fd);
+    }
+  }
+  if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) != len ||
+      received.size() != static_cast<size_t>(num_fds)) {
+    return Status(EPROTO, "recvmsg(shm rendezvous): malformed message");
+  }
+  std::memcpy(msg, buffer, len);
+  for (int i = 0; i < num_fds; ++i) fds[i] = std::move(received[i]);
+  return Status::Ok();
+}
+
+Status CheckPeerCredentials(int sock) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return Status::FromErrno("getsockopt(SO_PEERCRED)");
+  }
+  if (cred.uid != geteuid()) return Status(EPERM, "shm rendezvous: peer uid differs");
+  return Status::Ok();
+}
+
+Status CheckEventFd(int fd) {
+  char path[64];
+  char target[64] = {};
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(path, target, sizeof(target) - 1);
+  if (n < 0) return Status::FromErrno("readlink(doorbell fd)");
+  if (std::strcmp(target, "anon_inode:[eventfd]") != 0) {
+    return Status(EPROTO, "shm rendezvous: doorbell is not an eventfd");
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return Status::FromErrno("fcntl");
+  return Status::Ok();
+}
+
+}  // namespace san::fabric::shm

@@ -1,0 +1,98 @@
+// ShmEndpoint: one shm connection (a VI) between two processes of this host.
+//
+// Data path (per direction; the sender plays the NIC): the receiver posts descriptors
+// {offset, length} into its descriptor ring; the sender's PostSend takes the next one, copies the
+// payload into the receiver's arena, writes {length, imm} into the receiver's completion ring and,
+// if the receiver is armed, rings its eventfd. Sends therefore complete inside PostSend; their
+// completions are queued locally and reported by Poll. No syscalls, locks, heap or shared-index
+// reads on the hot path besides the slot lines themselves (see ring.h).
+//
+// Thread-safety: one sending thread (PostSend) and one receiving thread (PostRecv, Poll, Arm,
+// ClearNotify) at a time; broken() and Disconnect() from any thread. Fork: every mutable field
+// lives in the segment or in the LocalState region (MAP_SHARED), the object holds only fds,
+// addresses and immutable limits, so a fork child may carry on with the same object (one process
+// at a time; the socket layer serialises them).
+// Trust: see docs/fabric.md "Validation": a bad value from the peer breaks this connection
+// (ECONNRESET), nothing else.
+// Ownership: owns the segment mapping, its LocalRegion, the doorbells, the epoll set behind
+// notify_fd() and the rendezvous socket. Destroying it does not signal the peer explicitly: the
+// peer sees EOF on the rendezvous socket once no process holds it any more.
+#pragma once
+
+#include <cstdint>
+
+#include "common/shared_mapping.h"
+#include "common/unique_fd.h"
+#include "fabric/provider.h"
+#include "fabric/shm/local_state.h"
+#include "fabric/shm/shm_layout.h"
+
+namespace san::fabric::shm {
+
+class ShmEndpoint final : public Endpoint {
+ public:
+  enum class Side : int { kClient = 0, kServer = 1 };
+
+  // Everything an endpoint is made of; built by ShmProvider (client) or ShmListener (server).
+  struct Parts {
+    Side side = Side::kClient;
+    EndpointAttr attr;
+    Layout layout{};
+    SharedMapping segment;
+    UniqueFd own_doorbell;   // eventfd the peer rings
+    UniqueFd peer_doorbell;  // eventfd we ring
+    UniqueFd rendezvous;     // connected Unix socket (server: from the request; client: later)
+    ConnectData peer_data;   // server: the client's request data
+    uint32_t mtu = 0;
+  };
+  // Validates nothing (callers did); fails only for system resources.
+  static Result<std::unique_ptr<ShmEndpoint>> Create(Parts parts);
+  ~ShmEndpoint() override;
+
+  Result<MemoryRegion> AllocateBuffer(size_t length) override;
+  Status PostRecv(const RecvWork& work) override;
+  Status PostSend(const SendWork& work) override;
+  int Poll(Completion* out, int max) override;
+  bool Arm() override;
+  int notify_fd() const override { return epoll_.get(); }
+  void ClearNotify() override;
+  Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;
+  Status Accept() override;
+  Status Reject() override;
+  const ConnectData& peer_data() const override { return parts_.peer_data; }
+  void Disconnect() override;
+  bool broken() const override;
+  uint32_t mtu() const override { return parts_.mtu; }
+
+  // Tests only: the shared segment, to play a hostile peer.
+  std::byte* segment_for_testing() const { return base_; }
+  const Layout& layout_for_testing() const { return parts_.layout; }
+
+ private:
+  explicit ShmEndpoint(Parts parts, LocalRegion local);
+  Status Setup();
+
+  // Marks the connection broken for `reason` (first cause wins), tells the peer (gone flag and
+  // doorbell), wakes our own sleeper and shuts the rendezvous socket down. Cold path.
+  void Break(int reason) const;
+  // Nonblocking look at the rendezvous socket: EOF or unexpected data -> Break. Rate limited.
+  void CheckPeerAlive(bool force) const;
+  int PollBroken(Completion* out, int max, int n);
+  static void Ring(int eventfd);
+
+  Parts parts_;
+  LocalRegion local_region_;
+  UniqueFd epoll_;
+  // Cached from the parts (immutable after construction).
+  std::byte* base_ = nullptr;
+  LocalState* local_ = nullptr;
+  uint64_t* send_ids_ = nullptr;
+  uint32_t send_queue_mask_ = 0;
+  SideBlock* own_ = nullptr;   // our inbound rings and flags
+  SideBlock* peer_ = nullptr;  // the peer's inbound rings and flags
+  size_t own_arena_begin_ = 0, own_arena_end_ = 0;    // offsets, our private copy
+  size_t peer_arena_begin_ = 0, peer_arena_end_ = 0;  // offsets, our private copy
+  uint64_t own_arena_budget_ = 0;
+};
+
+}  // namespace san::fabric::shm

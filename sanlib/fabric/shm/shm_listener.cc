@@ -1,0 +1,147 @@
+#include "fabric/shm/shm_listener.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <utility>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/shared_mapping.h"
+#include "fabric/shm/rendezvous.h"
+#include "fabric/shm/shm_endpoint.h"
+#include "fabric/shm/shm_layout.h"
+
+namespace san::fabric::shm {
+namespace {
+
+constexpr size_t kMaxPending = 64;
+constexpr uint64_t kRequestTimeoutNs = 2'000'000'000;
+
+}  // namespace
+
+Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
+                                                         const EndpointAttr& attr, uint32_t mtu) {
+  Result<UniqueFd> sock = ListenRendezvous(key);
+  if (!sock.ok()) return sock.status();
+  UniqueFd epoll(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll.valid()) return Status::FromErrno("epoll_create1");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = sock->get();
+  if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, sock->get(), &ev) != 0) {
+    return Status::FromErrno("epoll_ctl(listener)");
+  }
+  return std::unique_ptr<ShmListener>(
+      new ShmListener(std::move(sock).value(), std::move(epoll), attr, mtu));
+}
+
+ShmListener::ShmListener(UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr, uint32_t mtu)
+    : sock_(std::move(sock)), epoll_(std::move(epoll)), attr_(attr), mtu_(mtu) {}
+
+void ShmListener::AcceptPending() {
+  for (;;) {
+    UniqueFd conn(accept4(sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!conn.valid()) return;  // EAGAIN, or a transient error the next readiness retries
+    Status s = CheckPeerCredentials(conn.get());
+    if (!s.ok()) {
+      SAN_LOG_WARN("shm listener: %s", s.ToString().c_str());
+      continue;  // closing it is the refusal
+    }
+    if (pending_.size() >= kMaxPending) Drop(0, ECONNREFUSED);  // the oldest makes room
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = conn.get();
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, conn.get(), &ev) != 0) continue;
+    pending_.push_back(Pending{std::move(conn), NowNs() + kRequestTimeoutNs});
+  }
+}
+
+void ShmListener::Drop(size_t index, int error) {
+  int fd = pending_[index].sock.get();
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  if (error != 0) {
+    ReplyMessage reply{kRendezvousMagic, error, 0};
+    SendMessage(fd, &reply, sizeof(reply), nullptr, 0);
+  }
+  pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(index));
+}
+
+Result<std::unique_ptr<Endpoint>> ShmListener::GetRequest() {
+  AcceptPending();
+  const uint64_t now = NowNs();
+  for (size_t i = 0; i < pending_.size();) {
+    int fd = pending_[i].sock.get();
+    RequestMessage req{};
+    UniqueFd fds[kRequestFds];
+    Status s = ReceiveMessage(fd, &req, sizeof(req), fds, kRequestFds);
+    if (s.would_block()) {
+      if (now > pending_[i].deadline_ns) {
+        Drop(i, ETIMEDOUT);
+      } else {
+        ++i;
+      }
+      continue;
+    }
+    if (!s.ok()) {
+      Drop(i, s.code() == ECONNRESET ? 0 : s.code());
+      continue;
+    }
+    // Validate: only our own constants and bounds decide what we map and how we index.
+    int error = 0;
+    if (req.magic != kRendezvousMagic || req.version != kRendezvousVersion) {
+      error = EPROTO;
+    } else if (req.ring_slots != kRingSlots || req.arena_bytes[0] > kMaxArenaBytes ||
+               req.arena_bytes[1] > kMaxArenaBytes || req.arena_bytes[0] % 64 != 0 ||
+               req.arena_bytes[1] % 64 != 0 || req.data_length > ConnectData::kMax) {
+      error = EINVAL;
+    }
+    if (error != 0) {
+      Drop(i, error);
+      continue;
+    }
+    const Layout layout = ComputeLayout(req.arena_bytes[0], req.arena_bytes[1]);
+    Result<SharedMapping> segment = SharedMapping::Attach(std::move(fds[0]), layout.total_bytes);
+    if (!segment.ok()) {
+      SAN_LOG_INFO("shm listener: rejecting segment: %s", segment.status().ToString().c_str());
+      Drop(i, segment.status().code());
+      continue;
+    }
+    const auto* header = static_cast<const SegmentHeader*>(segment->data());
+    SegmentHeader h;
+    std::memcpy(&h, header, sizeof(h));
+    if (h.magic != kSegmentMagic || h.version != kSegmentVersion || h.ring_slots != kRingSlots ||
+        h.arena_bytes[0] != req.arena_bytes[0] || h.arena_bytes[1] != req.arena_bytes[1] ||
+        h.total_bytes != layout.total_bytes) {
+      Drop(i, EPROTO);
+      continue;
+    }
+    Status check = CheckEventFd(fds[1].get());
+    if (check.ok()) check = CheckEventFd(fds[2].get());
+    if (!check.ok()) {
+      Drop(i, check.code());
+      continue;
+    }
+
+    ShmEndpoint::Parts parts;
+    parts.side = ShmEndpoint::Side::kServer;
+    parts.attr = attr_;
+    parts.layout = layout;
+    parts.segment = std::move(segment).value();
+    parts.own_doorbell = std::move(fds[2]);
+    parts.peer_doorbell = std::move(fds[1]);
+    parts.peer_data.length = req.data_length;
+    std::memcpy(parts.peer_data.bytes, req.data, req.data_length);
+    parts.mtu = mtu_;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    parts.rendezvous = std::move(pending_[i].sock);
+    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+    Result<std::unique_ptr<ShmEndpoint>> ep = ShmEndpoint::Create(std::move(parts));
+    if (!ep.ok()) return ep.status();  // the socket closes with it: the client sees refusal
+    return std::unique_ptr<Endpoint>(std::move(ep).value());
+  }
+  return Status(EAGAIN, "GetRequest");
+}
+
+}  // namespace san::fabric::shm

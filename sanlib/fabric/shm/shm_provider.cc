@@ -1,0 +1,111 @@
+#include "fabric/shm/shm_provider.h"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/shared_mapping.h"
+#include "fabric/address.h"
+#include "fabric/shm/shm_endpoint.h"
+#include "fabric/shm/shm_layout.h"
+#include "fabric/shm/shm_listener.h"
+
+namespace san::fabric::shm {
+namespace {
+
+constexpr uint64_t kAddressCacheNs = 1'000'000'000;
+constexpr uint32_t kMaxSendDepth = 1u << 16;
+
+Status CheckAttr(const EndpointAttr& attr) {
+  if (attr.recv_depth == 0 || attr.recv_depth > kRingSlots) return Status(EINVAL, "recv_depth");
+  if (attr.send_depth == 0 || attr.send_depth > kMaxSendDepth) return Status(EINVAL, "send_depth");
+  if (attr.buffer_bytes > kMaxArenaBytes) return Status(EINVAL, "buffer_bytes");
+  return Status::Ok();
+}
+
+// The address with its port cleared, as a key (so any port of a local address matches).
+std::string HostKey(const sockaddr* addr, socklen_t len) {
+  sockaddr_storage copy{};
+  std::memcpy(&copy, addr, std::min<size_t>(len, sizeof(copy)));
+  if (copy.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&copy)->sin_port = 0;
+  if (copy.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&copy)->sin6_port = 0;
+  Result<std::string> key = AddressKey(reinterpret_cast<sockaddr*>(&copy), len);
+  return key.ok() ? key.value() : std::string();
+}
+
+}  // namespace
+
+bool ShmProvider::Reaches(const sockaddr* peer, socklen_t len) const {
+  if (IsLoopbackAddress(peer, len)) return true;
+  const std::string key = HostKey(peer, len);
+  if (key.empty()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t now = NowNs();
+  if (local_keys_at_ns_ == 0 || now - local_keys_at_ns_ > kAddressCacheNs) {
+    local_keys_.clear();
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) == 0) {
+      for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr == nullptr) continue;
+        socklen_t alen = i->ifa_addr->sa_family == AF_INET    ? sizeof(sockaddr_in)
+                         : i->ifa_addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                                              : 0;
+        if (alen == 0) continue;
+        std::string k = HostKey(i->ifa_addr, alen);
+        if (!k.empty()) local_keys_.push_back(std::move(k));
+      }
+      freeifaddrs(list);
+    }
+    local_keys_at_ns_ = now;
+  }
+  return std::find(local_keys_.begin(), local_keys_.end(), key) != local_keys_.end();
+}
+
+Result<std::unique_ptr<Listener>> ShmProvider::Listen(const sockaddr* addr, socklen_t len,
+                                                      const EndpointAttr& attr) {
+  Status s = CheckAttr(attr);
+  if (!s.ok()) return s;
+  Result<std::string> key = AddressKey(addr, len);
+  if (!key.ok()) return key.status();
+  Result<std::unique_ptr<ShmListener>> l = ShmListener::Create(key.value(), attr, kMaxMtu);
+  if (!l.ok()) return l.status();
+  return std::unique_ptr<Listener>(std::move(l).value());
+}
+
+Result<std::unique_ptr<Endpoint>> ShmProvider::CreateEndpoint(const EndpointAttr& attr) {
+  Status s = CheckAttr(attr);
+  if (!s.ok()) return s;
+  // Both arenas get our budget: the server takes min(its own budget, this).
+  const size_t arena = AlignUp(attr.buffer_bytes, 64);
+  const Layout layout = ComputeLayout(arena, arena);
+  Result<SharedMapping> segment = SharedMapping::Create("sanlib-shm", layout.total_bytes);
+  if (!segment.ok()) return segment.status();
+  auto* header = static_cast<SegmentHeader*>(segment->data());
+  header->magic = kSegmentMagic;
+  header->version = kSegmentVersion;
+  header->ring_slots = kRingSlots;
+  header->arena_bytes[0] = arena;
+  header->arena_bytes[1] = arena;
+  header->total_bytes = layout.total_bytes;
+
+  ShmEndpoint::Parts parts;
+  parts.side = ShmEndpoint::Side::kClient;
+  parts.attr = attr;
+  parts.layout = layout;
+  parts.segment = std::move(segment).value();
+  parts.own_doorbell.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  parts.peer_doorbell.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!parts.own_doorbell.valid() || !parts.peer_doorbell.valid()) {
+    return Status::FromErrno("eventfd");
+  }
+  parts.mtu = kMaxMtu;
+  Result<std::unique_ptr<ShmEndpoint>> ep = ShmEndpoint::Create(std::move(parts));
+  if (!ep.ok()) return ep.status();
+  return std::unique_ptr<Endpoint>(std::move(ep).value());
+}
+
+}  // namespace san::fabric::shm

@@ -1,0 +1,38 @@
+// ShmProvider: the shared-memory backend, for connections between processes of one host (one
+// network namespace). See shm_endpoint.h for the data path, rendezvous.h for set-up and
+// docs/fabric.md for the contract and the segment layout.
+//
+// Thread-safety: every method may be called from any thread; Reaches() caches this namespace's
+// interface addresses for a second under a mutex. Ownership: stateless apart from that cache;
+// listeners and endpoints it creates are owned by the caller.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fabric/provider.h"
+
+namespace san::fabric::shm {
+
+class ShmProvider final : public Provider {
+ public:
+  static constexpr uint32_t kMaxMtu = 1u << 20;
+
+  const char* name() const override { return "shm"; }
+  uint32_t capabilities() const override {
+    return kCapReliable | kCapSendFromAnyMemory | kCapWaitable;
+  }
+  uint32_t max_mtu() const override { return kMaxMtu; }
+  bool Reaches(const sockaddr* peer, socklen_t len) const override;
+  Result<std::unique_ptr<Listener>> Listen(const sockaddr* addr, socklen_t len,
+                                           const EndpointAttr& attr) override;
+  Result<std::unique_ptr<Endpoint>> CreateEndpoint(const EndpointAttr& attr) override;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<std::string> local_keys_;  // AddressKey with port 0 of every local address
+  mutable uint64_t local_keys_at_ns_ = 0;
+};
+
+}  // namespace san::fabric::shm

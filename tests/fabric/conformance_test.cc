@@ -1,0 +1,412 @@
+// The provider conformance suite: every backend must pass it unchanged (instantiated below for
+// "shm" and "loopback"). Each test states one clause of the contract in provider.h.
+#include <sys/eventfd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fabric/registry.h"
+#include "fabric_test_util.h"
+
+namespace san::fabric {
+namespace {
+
+using testing::ConnectPair;
+using testing::OneSegment;
+using testing::Pair;
+using testing::PairOptions;
+using testing::WaitCompletions;
+
+class ProviderConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  Provider* provider() {
+    Provider* p = GetProvider(GetParam());
+    EXPECT_NE(p, nullptr);
+    return p;
+  }
+};
+
+TEST_P(ProviderConformance, AdvertisesNameAndCapabilities) {
+  Provider* p = provider();
+  EXPECT_EQ(GetParam(), p->name());
+  const uint32_t caps = p->capabilities();
+  EXPECT_TRUE(caps & kCapReliable);
+  EXPECT_TRUE(caps & kCapSendFromAnyMemory);
+  EXPECT_TRUE(caps & kCapWaitable);
+  EXPECT_GE(p->max_mtu(), 32768u);
+  sockaddr_in local = testing::Ipv4("127.0.0.1", 80);
+  EXPECT_TRUE(p->Reaches(testing::Sa(local), sizeof(local)));
+}
+
+TEST_P(ProviderConformance, ConnectAcceptCarriesConnectData) {
+  PairOptions opt;
+  opt.data.length = 5;
+  std::memcpy(opt.data.bytes, "hello", 5);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  EXPECT_EQ(pair.server->peer_data().length, 5);
+  EXPECT_EQ(0, std::memcmp(pair.server->peer_data().bytes, "hello", 5));
+  EXPECT_FALSE(pair.client->broken());
+  EXPECT_FALSE(pair.server->broken());
+  EXPECT_GE(pair.client->mtu(), 32768u);
+}
+
+TEST_P(ProviderConformance, WildcardListenerReachableThroughLoopback) {
+  PairOptions opt;
+  opt.listen_ip = "0.0.0.0";
+  opt.connect_ip = "127.0.0.1";
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+}
+
+TEST_P(ProviderConformance, RejectGivesConnRefused) {
+  const uint16_t port = testing::NextPort();
+  sockaddr_in addr = testing::Ipv4("127.0.0.1", port);
+  auto listener = provider()->Listen(testing::Sa(addr), sizeof(addr), EndpointAttr());
+  ASSERT_TRUE(listener.ok());
+  auto client = provider()->CreateEndpoint(EndpointAttr());
+  ASSERT_TRUE(client.ok());
+  Status status;
+  std::thread t([&] { status = client.value()->Connect(testing::Sa(addr), sizeof(addr), {}); });
+  auto server = testing::WaitRequest(listener->get());
+  ASSERT_TRUE(server.ok());
+  EXPECT_TRUE(server.value()->Reject().ok());
+  t.join();
+  EXPECT_EQ(status.code(), ECONNREFUSED) << status.ToString();
+}
+
+TEST_P(ProviderConformance, NoListenerGivesConnRefused) {
+  auto client = provider()->CreateEndpoint(EndpointAttr());
+  ASSERT_TRUE(client.ok());
+  sockaddr_in addr = testing::Ipv4("127.0.0.1", testing::NextPort());
+  Status s = client.value()->Connect(testing::Sa(addr), sizeof(addr), {});
+  EXPECT_EQ(s.code(), ECONNREFUSED) << s.ToString();
+}
+
+TEST_P(ProviderConformance, SecondListenerOnSameAddressFails) {
+  sockaddr_in addr = testing::Ipv4("127.0.0.1", testing::NextPort());
+  auto first = provider()->Listen(testing::Sa(addr), sizeof(addr), EndpointAttr());
+  ASSERT_TRUE(first.ok());
+  auto second = provider()->Listen(testing::Sa(addr), sizeof(addr), EndpointAttr());
+  EXPECT_EQ(second.status().code(), EADDRINUSE);
+}
+
+// Sends each length with its own immediate, in both directions, and checks bytes, length, imm
+// and which receive (id, in posting order) it landed in.
+TEST_P(ProviderConformance, ImmediatesAndLengthsRoundTrip) {
+  PairOptions opt;
+  opt.recv_size = 32768;
+  opt.client_recvs = 9;
+  opt.server_recvs = 9;
+  opt.attr.buffer_bytes = 1u << 20;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  const uint32_t lengths[] = {0, 1, 4, 63, 64, 65, 1000, 4096, 32768};
+  for (int dir = 0; dir < 2; ++dir) {
+    Endpoint* from = dir == 0 ? pair.client.get() : pair.server.get();
+    Endpoint* to = dir == 0 ? pair.server.get() : pair.client.get();
+    const MemoryRegion& buf = dir == 0 ? pair.server_buf : pair.client_buf;
+    const uint64_t base_id = dir == 0 ? 2000 : 1000;
+    std::vector<uint8_t> src(32768);
+    int i = 0;
+    for (uint32_t len : lengths) {
+      for (uint32_t b = 0; b < len; ++b) src[b] = static_cast<uint8_t>(b * 7 + i + dir);
+      Status s = from->PostSend(OneSegment(500 + i, 0xA5000000u + i, src.data(), len));
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      auto sent = WaitCompletions(from, 1);
+      ASSERT_EQ(sent.size(), 1u);
+      EXPECT_EQ(sent[0].op, Op::kSend);
+      EXPECT_EQ(sent[0].id, 500u + i);
+      EXPECT_EQ(sent[0].error, 0);
+      auto got = WaitCompletions(to, 1);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0].op, Op::kRecv);
+      EXPECT_EQ(got[0].error, 0);
+      EXPECT_EQ(got[0].id, base_id + i);
+      EXPECT_EQ(got[0].length, len);
+      EXPECT_EQ(got[0].imm, 0xA5000000u + i);
+      EXPECT_EQ(0, std::memcmp(buf.addr + size_t(i) * opt.recv_size, src.data(), len));
+      ++i;
+    }
+  }
+}
+
+// Many messages through a small receive window, reposting as they arrive: order is kept and each
+// message lands in the receive posted for it.
+TEST_P(ProviderConformance, OrderingOverManyMessages) {
+  PairOptions opt;
+  opt.recv_size = 256;
+  opt.server_recvs = 16;
+  opt.attr.recv_depth = 16;
+  opt.attr.send_depth = 8;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  constexpr uint32_t kMessages = 20000;
+  uint32_t sent = 0, received = 0, credits = 16, in_flight_sends = 0;
+  uint64_t next_recv_id = 2000;
+  Completion c[16];
+  const uint64_t deadline = NowNs() + 20'000'000'000ull;
+  while (received < kMessages && NowNs() < deadline) {
+    while (sent < kMessages && credits > 0 && in_flight_sends < 8) {
+      uint32_t payload[4] = {sent, ~sent, sent * 3, 0};
+      Status s = pair.client->PostSend(OneSegment(sent, sent, payload, sizeof(payload)));
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ++sent;
+      --credits;
+      ++in_flight_sends;
+    }
+    int k = pair.client->Poll(c, 16);
+    for (int i = 0; i < k; ++i) {
+      ASSERT_EQ(c[i].op, Op::kSend);
+      ASSERT_EQ(c[i].error, 0);
+      --in_flight_sends;
+    }
+    k = pair.server->Poll(c, 16);
+    for (int i = 0; i < k; ++i) {
+      ASSERT_EQ(c[i].op, Op::kRecv);
+      ASSERT_EQ(c[i].error, 0);
+      ASSERT_EQ(c[i].imm, received);
+      ASSERT_EQ(c[i].id, next_recv_id);
+      const size_t slot = (c[i].id - 2000) % 16;
+      uint32_t payload[4];
+      std::memcpy(payload, pair.server_buf.addr + slot * 256, sizeof(payload));
+      ASSERT_EQ(payload[0], received);
+      ASSERT_EQ(payload[1], ~received);
+      // Repost the same buffer under the next id.
+      RecvWork w;
+      w.id = next_recv_id + 16;
+      w.addr = pair.server_buf.addr + slot * 256;
+      w.length = 256;
+      w.key = pair.server_buf.key;
+      ASSERT_TRUE(pair.server->PostRecv(w).ok());
+      ++next_recv_id;
+      ++received;
+      ++credits;
+    }
+  }
+  EXPECT_EQ(received, kMessages);
+}
+
+TEST_P(ProviderConformance, MultiSegmentSendIsConcatenated) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), PairOptions(), &pair));
+  std::string a = "alpha-", b = "", c = "charlie-", d(1000, 'd');
+  SendWork w;
+  w.id = 9;
+  w.imm = 77;
+  w.num_segments = 4;
+  w.segments[0] = Segment{a.data(), uint32_t(a.size()), 0};
+  w.segments[1] = Segment{b.data(), 0, 0};
+  w.segments[2] = Segment{c.data(), uint32_t(c.size()), 0};
+  w.segments[3] = Segment{d.data(), uint32_t(d.size()), 0};
+  ASSERT_TRUE(pair.client->PostSend(w).ok());
+  auto got = WaitCompletions(pair.server.get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  const std::string expect = a + b + c + d;
+  EXPECT_EQ(got[0].length, expect.size());
+  EXPECT_EQ(got[0].imm, 77u);
+  EXPECT_EQ(0, std::memcmp(pair.server_buf.addr, expect.data(), expect.size()));
+  // More than kMaxSendSegments is refused outright.
+  w.num_segments = kMaxSendSegments + 1;
+  EXPECT_EQ(pair.client->PostSend(w).code(), EINVAL);
+}
+
+TEST_P(ProviderConformance, PayloadBeyondMtuIsEMSGSIZE) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), PairOptions(), &pair));
+  std::vector<char> big(size_t(pair.client->mtu()) + 1);
+  Status s = pair.client->PostSend(OneSegment(1, 0, big.data(), uint32_t(big.size())));
+  EXPECT_EQ(s.code(), EMSGSIZE);
+  // Nothing was consumed: the connection still works.
+  EXPECT_FALSE(pair.client->broken());
+  ASSERT_TRUE(pair.client->PostSend(OneSegment(2, 5, "x", 1)).ok());
+  auto got = WaitCompletions(pair.server.get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].imm, 5u);
+  EXPECT_EQ(got[0].id, 2000u);
+}
+
+TEST_P(ProviderConformance, FullSendQueueIsEAGAINUntilPolled) {
+  PairOptions opt;
+  opt.attr.send_depth = 4;
+  opt.attr.recv_depth = 16;
+  opt.server_recvs = 16;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pair.client->PostSend(OneSegment(i, i, "m", 1)).ok());
+  EXPECT_EQ(pair.client->PostSend(OneSegment(4, 4, "m", 1)).code(), EAGAIN);
+  auto done = WaitCompletions(pair.client.get(), 4);
+  ASSERT_EQ(done.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(done[i].id, uint64_t(i));  // in posting order
+  EXPECT_TRUE(pair.client->PostSend(OneSegment(4, 4, "m", 1)).ok());
+  EXPECT_EQ(WaitCompletions(pair.server.get(), 5).size(), 5u);
+}
+
+TEST_P(ProviderConformance, FullReceiveQueueIsEAGAIN) {
+  PairOptions opt;
+  opt.attr.recv_depth = 4;
+  opt.client_recvs = 4;
+  opt.server_recvs = 4;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  RecvWork w;
+  w.id = 99;
+  w.addr = pair.server_buf.addr;
+  w.length = 16;
+  EXPECT_EQ(pair.server->PostRecv(w).code(), EAGAIN);
+  // A completed and reaped receive frees its slot.
+  ASSERT_TRUE(pair.client->PostSend(OneSegment(1, 1, "m", 1)).ok());
+  ASSERT_EQ(WaitCompletions(pair.server.get(), 1).size(), 1u);
+  EXPECT_TRUE(pair.server->PostRecv(w).ok());
+}
+
+TEST_P(ProviderConformance, ArmReturnsFalseWhenCompletionWaiting) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), PairOptions(), &pair));
+  ASSERT_TRUE(pair.client->PostSend(OneSegment(1, 1, "m", 1)).ok());
+  EXPECT_FALSE(pair.server->Arm());
+  ASSERT_EQ(WaitCompletions(pair.server.get(), 1).size(), 1u);
+  EXPECT_TRUE(pair.server->Arm());
+}
+
+// The waiter arms, finds nothing, and sleeps in poll(2) on notify_fd; a send from another thread
+// must wake it.
+TEST_P(ProviderConformance, DoorbellWakesPollInAnotherThread) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), PairOptions(), &pair));
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(pair.server->Arm());
+    pollfd idle{pair.server->notify_fd(), POLLIN, 0};
+    ASSERT_EQ(poll(&idle, 1, 0), 0) << "notify_fd readable before anything was sent";
+    std::atomic<int> woke{-1};
+    std::thread waiter([&] {
+      pollfd pfd{pair.server->notify_fd(), POLLIN, 0};
+      woke = poll(&pfd, 1, 5000);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(round == 0 ? 50 : 1));
+    ASSERT_TRUE(pair.client->PostSend(OneSegment(round, round, "ring", 4)).ok());
+    waiter.join();
+    EXPECT_EQ(woke.load(), 1);
+    pair.server->ClearNotify();
+    auto got = WaitCompletions(pair.server.get(), 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].imm, uint32_t(round));
+    RecvWork w;
+    w.id = 3000 + round;
+    w.addr = pair.server_buf.addr;
+    w.length = 4096;
+    ASSERT_TRUE(pair.server->PostRecv(w).ok());
+    ASSERT_EQ(WaitCompletions(pair.client.get(), 1).size(), 1u);
+  }
+}
+
+TEST_P(ProviderConformance, DisconnectFlushesPeerWithConnReset) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), PairOptions(), &pair));
+  ASSERT_TRUE(pair.server->Arm());
+  pair.client->Disconnect();
+  EXPECT_TRUE(pair.client->broken());
+  // The sleeping peer is woken...
+  pollfd pfd{pair.server->notify_fd(), POLLIN, 0};
+  EXPECT_EQ(poll(&pfd, 1, 5000), 1);
+  pair.server->ClearNotify();
+  // ...and all of its posted receives complete with ECONNRESET.
+  auto got = WaitCompletions(pair.server.get(), 8);
+  ASSERT_EQ(got.size(), 8u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].op, Op::kRecv);
+    EXPECT_EQ(got[i].error, ECONNRESET);
+    EXPECT_EQ(got[i].id, 2000 + i);
+  }
+  EXPECT_TRUE(pair.server->broken());
+  EXPECT_EQ(pair.server->PostSend(OneSegment(1, 0, "x", 1)).code(), ECONNRESET);
+  RecvWork w;
+  w.addr = pair.server_buf.addr;
+  w.length = 16;
+  EXPECT_EQ(pair.server->PostRecv(w).code(), ECONNRESET);
+  EXPECT_FALSE(pair.server->Arm());
+  // The disconnecting side's own receives are flushed too.
+  EXPECT_EQ(WaitCompletions(pair.client.get(), 8).size(), 8u);
+}
+
+TEST_P(ProviderConformance, PeerClosingEndpointBreaksConnection) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), PairOptions(), &pair));
+  ASSERT_TRUE(pair.server->Arm());
+  pair.client.reset();
+  const uint64_t deadline = NowNs() + 2'000'000'000ull;
+  while (!pair.server->broken() && NowNs() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(pair.server->broken());
+  pollfd pfd{pair.server->notify_fd(), POLLIN, 0};
+  EXPECT_EQ(poll(&pfd, 1, 0), 1);
+  auto got = WaitCompletions(pair.server.get(), 8);
+  ASSERT_EQ(got.size(), 8u);
+  for (const Completion& c : got) EXPECT_EQ(c.error, ECONNRESET);
+}
+
+TEST_P(ProviderConformance, SendWithoutPostedReceiveBreaksConnection) {
+  PairOptions opt;
+  opt.server_recvs = 0;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  Status s = pair.client->PostSend(OneSegment(1, 0, "x", 1));
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(pair.client->broken());
+  const uint64_t deadline = NowNs() + 2'000'000'000ull;
+  while (!pair.server->broken() && NowNs() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(pair.server->broken());
+  auto got = WaitCompletions(pair.client.get(), 8);
+  ASSERT_EQ(got.size(), 8u);
+  for (const Completion& c : got) EXPECT_EQ(c.error, ECONNRESET);
+}
+
+TEST_P(ProviderConformance, SendLargerThanReceiveBreaksConnection) {
+  PairOptions opt;
+  opt.recv_size = 64;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  char data[65] = {};
+  EXPECT_FALSE(pair.client->PostSend(OneSegment(1, 0, data, 65)).ok());
+  EXPECT_TRUE(pair.client->broken());
+  auto got = WaitCompletions(pair.server.get(), 8);
+  ASSERT_EQ(got.size(), 8u);
+  for (const Completion& c : got) EXPECT_EQ(c.error, ECONNRESET);
+  EXPECT_TRUE(pair.server->broken());
+}
+
+TEST_P(ProviderConformance, SendBeforeConnectIsENOTCONN) {
+  auto client = provider()->CreateEndpoint(EndpointAttr());
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(client.value()->PostSend(OneSegment(1, 0, "x", 1)).code(), ENOTCONN);
+  Completion c[4];
+  EXPECT_EQ(client.value()->Poll(c, 4), 0);
+}
+
+TEST_P(ProviderConformance, AllocateBufferRespectsBudgetAndAlignment) {
+  EndpointAttr attr;
+  attr.buffer_bytes = 64 * 1024;
+  auto ep = provider()->CreateEndpoint(attr);
+  ASSERT_TRUE(ep.ok());
+  auto a = ep.value()->AllocateBuffer(100);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->addr) % 64, 0u);
+  auto b = ep.value()->AllocateBuffer(1000);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b->addr) % 64, 0u);
+  EXPECT_GE(b->addr, a->addr + 100);
+  EXPECT_EQ(ep.value()->AllocateBuffer(64 * 1024).status().code(), ENOMEM);
+}
+
+// The "fabric" prefix makes `ctest -R fabric` select these (ctest regexes are case-sensitive).
+INSTANTIATE_TEST_SUITE_P(fabric, ProviderConformance, ::testing::Values("shm", "loopback"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace san::fabric
