@@ -49,8 +49,14 @@ Result<IpAddress> Normalise(const sockaddr* addr, socklen_t len) {
 std::string Format(const IpAddress& ip) {
   char text[INET6_ADDRSTRLEN] = {};
   inet_ntop(ip.family, ip.bytes, text, sizeof(text));
-  std::string key = ip.family == AF_INET6 ? "[" + std::string(text) + "]" : std::string(text);
-  return key + ":" + std::to_string(ip.port);
+  // Appended piecewise: GCC 12 warns falsely (-Wrestrict) about "[" + std::string(...).
+  std::string key;
+  if (ip.family == AF_INET6) key.push_back('[');
+  key.append(text);
+  if (ip.family == AF_INET6) key.push_back(']');
+  key.push_back(':');
+  key.append(std::to_string(ip.port));
+  return key;
 }
 
 }  // namespace

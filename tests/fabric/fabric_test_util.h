@@ -35,7 +35,9 @@ inline sockaddr_in Ipv4(const char* ip, uint16_t port) {
   return sin;
 }
 
-inline const sockaddr* Sa(const sockaddr_in& sin) { return reinterpret_cast<const sockaddr*>(&sin); }
+inline const sockaddr* Sa(const sockaddr_in& sin) {
+  return reinterpret_cast<const sockaddr*>(&sin);
+}
 
 struct Pair {
   std::unique_ptr<Listener> listener;

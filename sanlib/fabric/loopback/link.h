@@ -55,10 +55,10 @@ struct HeldMessage {
 
 // One endpoint's queues: what it posted and what completed for it.
 struct Half {
-  bool present = false;   // the endpoint exists
+  bool present = false;  // the endpoint exists
   bool connected = false;
   bool armed = false;
-  int doorbell = -1;      // the endpoint's eventfd (owned by the endpoint)
+  int doorbell = -1;  // the endpoint's eventfd (owned by the endpoint)
   uint64_t polls = 0;
   FixedQueue<RecvWork> posted;
   FixedQueue<Completion> recv_done;
@@ -69,9 +69,9 @@ struct Half {
 struct Link {
   std::mutex mu;
   std::condition_variable verdict_cv;
-  Half half[2];         // 0 = client, 1 = server
-  int broken = 0;       // 0, or why it broke
-  int verdict = -1;     // -1 pending; 0 accepted; an errno when refused or abandoned
+  Half half[2];      // 0 = client, 1 = server
+  int broken = 0;    // 0, or why it broke
+  int verdict = -1;  // -1 pending; 0 accepted; an errno when refused or abandoned
 };
 
 }  // namespace san::fabric::loopback

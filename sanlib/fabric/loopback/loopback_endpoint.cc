@@ -35,8 +35,8 @@ Result<std::unique_ptr<LoopbackEndpoint>> LoopbackEndpoint::Create(LoopbackProvi
       new LoopbackEndpoint(provider, std::move(link), side, attr, plan, std::move(doorbell)));
 }
 
-LoopbackEndpoint::LoopbackEndpoint(LoopbackProvider* provider, std::shared_ptr<Link> link,
-                                   int side, const EndpointAttr& attr, const FaultPlan& plan,
+LoopbackEndpoint::LoopbackEndpoint(LoopbackProvider* provider, std::shared_ptr<Link> link, int side,
+                                   const EndpointAttr& attr, const FaultPlan& plan,
                                    UniqueFd doorbell)
     : provider_(provider),
       link_(std::move(link)),
@@ -132,8 +132,8 @@ Status LoopbackEndpoint::DeliverLocked(Half& to, const SendWork* work, const Hel
   } else if (total != 0) {
     std::memcpy(dst, held->data.data(), total);
   }
-  to.recv_done.push(Completion{r.id, Op::kRecv, 0, static_cast<uint32_t>(total),
-                               work ? work->imm : held->imm});
+  to.recv_done.push(
+      Completion{r.id, Op::kRecv, 0, static_cast<uint32_t>(total), work ? work->imm : held->imm});
   RingLocked(to);
   return Status::Ok();
 }
@@ -235,8 +235,8 @@ Status LoopbackEndpoint::Connect(const sockaddr* server, socklen_t len, const Co
   Status s = provider_->Request(server, len, link_, data);
   if (!s.ok()) return s;
   std::unique_lock<std::mutex> lock(link_->mu);
-  const bool decided = link_->verdict_cv.wait_for(lock, std::chrono::milliseconds(kConnectTimeoutMs),
-                                                  [&] { return link_->verdict != -1; });
+  const bool decided = link_->verdict_cv.wait_for(
+      lock, std::chrono::milliseconds(kConnectTimeoutMs), [&] { return link_->verdict != -1; });
   if (!decided) {
     link_->verdict = ETIMEDOUT;
     BreakLocked(ETIMEDOUT);

@@ -61,7 +61,8 @@ Result<UniqueFd> ConnectRendezvous(const sockaddr* server, socklen_t server_len)
     } while (rc != 0 && errno == EINTR);
     if (rc == 0) return sock;
     if (errno == EAGAIN) return Status(ETIMEDOUT, "connect(shm rendezvous)");
-    if (errno != ECONNREFUSED && errno != ENOENT) return Status::FromErrno("connect(shm rendezvous)");
+    if (errno != ECONNREFUSED && errno != ENOENT)
+      return Status::FromErrno("connect(shm rendezvous)");
   }
   return Status(ECONNREFUSED, "connect(shm rendezvous)");
 }

@@ -336,7 +336,8 @@ Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const Connect
     ReplyMessage reply{};
     s = ReceiveMessage(sock->get(), &reply, sizeof(reply), nullptr, 0);
     if (s.would_block()) continue;
-    if (!s.ok()) return s.code() == ECONNRESET ? Status(ECONNREFUSED, "Connect: listener closed") : s;
+    if (!s.ok())
+      return s.code() == ECONNRESET ? Status(ECONNREFUSED, "Connect: listener closed") : s;
     if (reply.magic != kRendezvousMagic) return Status(EPROTO, "Connect: bad reply");
     if (reply.error != 0) return Status(reply.error, "Connect: refused by listener");
     break;
@@ -356,7 +357,8 @@ Status ShmEndpoint::Accept() {
   if (parts_.side != Side::kServer || local_->connected.load(std::memory_order_relaxed) != 0) {
     return Status(EINVAL, "Accept");
   }
-  if (local_->broken_reason.load(std::memory_order_relaxed) != 0) return Status(ECONNRESET, "Accept");
+  if (local_->broken_reason.load(std::memory_order_relaxed) != 0)
+    return Status(ECONNRESET, "Accept");
   ReplyMessage reply{kRendezvousMagic, 0, 0};
   Status s = SendMessage(parts_.rendezvous.get(), &reply, sizeof(reply), nullptr, 0);
   if (!s.ok()) {

@@ -88,8 +88,8 @@ class ShmEndpoint final : public Endpoint {
   LocalState* local_ = nullptr;
   uint64_t* send_ids_ = nullptr;
   uint32_t send_queue_mask_ = 0;
-  SideBlock* own_ = nullptr;   // our inbound rings and flags
-  SideBlock* peer_ = nullptr;  // the peer's inbound rings and flags
+  SideBlock* own_ = nullptr;                          // our inbound rings and flags
+  SideBlock* peer_ = nullptr;                         // the peer's inbound rings and flags
   size_t own_arena_begin_ = 0, own_arena_end_ = 0;    // offsets, our private copy
   size_t peer_arena_begin_ = 0, peer_arena_end_ = 0;  // offsets, our private copy
   uint64_t own_arena_budget_ = 0;

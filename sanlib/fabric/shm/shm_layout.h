@@ -58,7 +58,8 @@ struct RecvCompletion {
   std::atomic<uint32_t> reserved;
 };
 static_assert(sizeof(RecvCompletion) == 16);
-static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+                  std::atomic<uint64_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free to be process-shared");
 
 struct alignas(kCacheLine) SegmentHeader {

@@ -1,0 +1,149 @@
+// Loopback fault injection: each FaultPlan entry happens exactly as specified. Suite names start
+// with "fabric" so `ctest -R fabric` selects them.
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fabric/loopback/loopback_endpoint.h"
+#include "fabric/loopback/loopback_provider.h"
+#include "fabric/registry.h"
+#include "fabric_test_util.h"
+
+namespace san::fabric {
+namespace {
+
+using loopback::FaultPlan;
+using loopback::LoopbackProvider;
+using testing::ConnectPair;
+using testing::OneSegment;
+using testing::Pair;
+using testing::PairOptions;
+using testing::WaitCompletions;
+
+// Client sends carry imm = 1, 2, 3...; returns what the server received.
+std::vector<Completion> SendNumbered(Pair& pair, int count, std::vector<int>* errors) {
+  for (int i = 1; i <= count; ++i) {
+    errors->push_back(pair.client->PostSend(OneSegment(i, i, &i, sizeof(i))).code());
+  }
+  return WaitCompletions(pair.server.get(), 8, 200);
+}
+
+TEST(fabric_loopback, DropNthSend) {
+  FaultPlan plan;
+  plan.drop_send = 3;
+  LoopbackProvider provider(plan);
+  EXPECT_FALSE(provider.capabilities() & kCapReliable);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&provider, PairOptions(), &pair));
+  std::vector<int> errors;
+  auto got = SendNumbered(pair, 5, &errors);
+  EXPECT_EQ(errors, std::vector<int>(5, 0));
+  ASSERT_EQ(got.size(), 4u);
+  const uint32_t expect[] = {1, 2, 4, 5};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[i].imm, expect[i]);
+    EXPECT_EQ(got[i].id, 2000u + i);  // the lost message consumed no receive
+  }
+  EXPECT_EQ(WaitCompletions(pair.client.get(), 5).size(), 5u);  // all sends "completed"
+  EXPECT_FALSE(pair.server->broken());
+}
+
+TEST(fabric_loopback, FailNthPostSend) {
+  FaultPlan plan;
+  plan.fail_send = 2;
+  plan.fail_error = ENOBUFS;
+  LoopbackProvider provider(plan);
+  EXPECT_TRUE(provider.capabilities() & kCapReliable);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&provider, PairOptions(), &pair));
+  std::vector<int> errors;
+  auto got = SendNumbered(pair, 3, &errors);
+  EXPECT_EQ(errors, (std::vector<int>{0, ENOBUFS, 0}));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].imm, 1u);
+  EXPECT_EQ(got[1].imm, 3u);
+  auto sent = WaitCompletions(pair.client.get(), 8, 100);
+  ASSERT_EQ(sent.size(), 2u);  // no completion for the failed post
+  EXPECT_EQ(sent[0].id, 1u);
+  EXPECT_EQ(sent[1].id, 3u);
+}
+
+TEST(fabric_loopback, BreakAtNthSend) {
+  FaultPlan plan;
+  plan.break_at_send = 2;
+  LoopbackProvider provider(plan);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&provider, PairOptions(), &pair));
+  std::vector<int> errors;
+  auto got = SendNumbered(pair, 3, &errors);
+  EXPECT_EQ(errors, (std::vector<int>{0, ECONNRESET, ECONNRESET}));
+  ASSERT_EQ(got.size(), 8u);
+  EXPECT_EQ(got[0].error, 0);  // delivered before the break
+  EXPECT_EQ(got[0].imm, 1u);
+  for (size_t i = 1; i < got.size(); ++i) EXPECT_EQ(got[i].error, ECONNRESET);
+  EXPECT_TRUE(pair.client->broken());
+  EXPECT_TRUE(pair.server->broken());
+}
+
+TEST(fabric_loopback, DelayByPolls) {
+  FaultPlan plan;
+  plan.delay_polls = 3;
+  LoopbackProvider provider(plan);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&provider, PairOptions(), &pair));
+  ASSERT_TRUE(pair.client->PostSend(OneSegment(1, 7, "late", 4)).ok());
+  EXPECT_FALSE(pair.server->Arm());  // something is held: poll, do not sleep
+  Completion c[4];
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(pair.server->Poll(c, 4), 0) << "poll " << i;
+  ASSERT_EQ(pair.server->Poll(c, 4), 1);
+  EXPECT_EQ(c[0].imm, 7u);
+  EXPECT_EQ(0, std::memcmp(pair.server_buf.addr, "late", 4));
+}
+
+TEST(fabric_loopback, DelayByTimeKeepsOrder) {
+  FaultPlan plan;
+  plan.delay_us = 20000;
+  LoopbackProvider provider(plan);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&provider, PairOptions(), &pair));
+  const uint64_t t0 = NowNs();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(pair.client->PostSend(OneSegment(i, i, &i, sizeof(i))).ok());
+  }
+  Completion c[8];
+  EXPECT_EQ(pair.server->Poll(c, 8), 0);
+  auto got = WaitCompletions(pair.server.get(), 5, 2000);
+  EXPECT_GE(NowNs() - t0, 20'000'000ull);
+  ASSERT_EQ(got.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(got[i].imm, uint32_t(i));
+}
+
+TEST(fabric_loopback, PerEndpointPlanOverridesProviderPlan) {
+  LoopbackProvider provider;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&provider, PairOptions(), &pair));
+  FaultPlan plan;
+  plan.drop_send = 1;
+  dynamic_cast<loopback::LoopbackEndpoint*>(pair.server.get())->set_fault_plan(plan);
+  ASSERT_TRUE(pair.server->PostSend(OneSegment(1, 1, "a", 1)).ok());
+  ASSERT_TRUE(pair.server->PostSend(OneSegment(2, 2, "b", 1)).ok());
+  auto got = WaitCompletions(pair.client.get(), 8, 100);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].imm, 2u);
+}
+
+TEST(fabric_registry, KnowsShmAndLoopback) {
+  Provider* shm = GetProvider("shm");
+  Provider* lb = GetProvider("loopback");
+  ASSERT_NE(shm, nullptr);
+  ASSERT_NE(lb, nullptr);
+  EXPECT_EQ(shm, GetProvider("shm"));
+  EXPECT_STREQ(shm->name(), "shm");
+  EXPECT_STREQ(lb->name(), "loopback");
+  EXPECT_EQ(GetProvider("verbs"), nullptr);
+  EXPECT_EQ(GetProvider(""), nullptr);
+}
+
+}  // namespace
+}  // namespace san::fabric
