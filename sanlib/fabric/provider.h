@@ -36,7 +36,8 @@ namespace san::fabric {
 
 enum Capability : uint32_t {
   kCapReliable = 1u << 0,           // lossless, in order; Poll never reports loss of a message
-  kCapSendFromAnyMemory = 1u << 1,  // send segments need no registration (key may be 0)
+  kCapSendFromAnyMemory = 1u << 1,  // send segments need no registration (key may be 0), and the
+                                    // source may be reused as soon as PostSend returns
   kCapSingleCopy = 1u << 2,         // large sends can skip the peer's bounce buffer (see docs)
   kCapWaitable = 1u << 3,           // notify_fd() works with poll/epoll
 };

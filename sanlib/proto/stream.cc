@@ -1,0 +1,595 @@
+#include "proto/stream.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "common/clock.h"
+#include "common/spin_lock.h"
+#include "proto/flow_control.h"
+#include "proto/wire.h"
+
+namespace san::proto {
+namespace {
+
+constexpr uint32_t kStagingSlots = 4;
+constexpr uint32_t kMaxReceives = 512;  // P <= 255 + 255 + 1
+constexpr uint64_t kStagingTag = 1ull << 63;
+constexpr uint64_t kDirectTag = 1ull << 62;
+constexpr int kPollBatch = 16;
+
+struct RecvEntry {
+  uint32_t buffer;
+  uint32_t offset;
+  uint32_t length;
+};
+
+size_t Round64(size_t n) { return (n + 63) & ~size_t{63}; }
+
+size_t IovLength(const iovec* iov, int iovcnt) {
+  size_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+// Walks an iovec array, handing out contiguous pieces.
+class IovCursor {
+ public:
+  IovCursor(const iovec* iov, int iovcnt) : iov_(iov), count_(iovcnt) { Skip(); }
+  bool done() const { return index_ >= count_; }
+  // The next contiguous piece of at most `max` bytes.
+  iovec Take(size_t max) {
+    iovec piece{static_cast<char*>(iov_[index_].iov_base) + offset_,
+                std::min(max, iov_[index_].iov_len - offset_)};
+    offset_ += piece.iov_len;
+    Skip();
+    return piece;
+  }
+
+ private:
+  void Skip() {
+    while (index_ < count_ && offset_ == iov_[index_].iov_len) {
+      ++index_;
+      offset_ = 0;
+    }
+  }
+  const iovec* iov_;
+  int count_;
+  int index_ = 0;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+// The state block in shared memory. Plain data plus a process-shared lock.
+struct StreamShared {
+  SpinLock lock;
+  SendWindow window;
+  DelayedAck acks;
+  ReceiveAccount account;
+  CloseState close;
+  uint16_t send_seq = 0;
+  uint16_t recv_seq = 0;
+  bool wakeup_sent = false;
+  bool wakeup_received = false;
+  bool fin_pending = false;  // FIN requested, waiting for the combine buffer to drain
+  bool nodelay = false;
+  int error = 0;
+  std::atomic<uint32_t> users{1};
+  uint32_t peer_buffer_size = 0;
+
+  uint32_t rq_head = 0;
+  uint32_t rq_count = 0;
+  RecvEntry rq[kMaxReceives];
+  uint8_t posted[kMaxReceives];
+
+  uint8_t slot_busy[kStagingSlots];
+  int32_t fill_slot = -1;
+  uint32_t fill_len = 0;
+  uint64_t fill_since_ns = 0;
+
+  StreamStats stats;
+};
+
+class Stream::Locked {
+ public:
+  explicit Locked(Stream& s) : s_(s), sh_(*s.shared_) { sh_.lock.lock(); }
+  // Takes over a lock the caller already acquired (try_lock).
+  Locked(Stream& s, std::adopt_lock_t) : s_(s), sh_(*s.shared_) {}
+  ~Locked() { sh_.lock.unlock(); }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+  StreamShared& sh() { return sh_; }
+
+  Status Fail(int error) {
+    if (sh_.error == 0) {
+      sh_.error = error;
+      s_.endpoint_->Disconnect();
+    }
+    return Status(sh_.error, "san stream");
+  }
+  Status Error() const { return Status(sh_.error, "san stream"); }
+
+  std::byte* RecvBuffer(uint32_t i) const { return s_.recv_region_.addr + size_t{i} * s_.params_.mtu; }
+  std::byte* Slot(uint32_t i) const { return s_.staging_region_.addr + size_t{i} * s_.params_.mtu; }
+  uint32_t depth() const { return s_.params_.receive_depth(); }
+
+  // Largest DATA payload we may send: the peer's buffer size, our staging size, the provider's MTU.
+  uint32_t PacketMax() const {
+    return std::min({sh_.peer_buffer_size, s_.params_.mtu, s_.endpoint_->mtu()});
+  }
+  CombinePolicy Policy() const {
+    CombinePolicy p = s_.params_.combine;
+    p.enabled = p.enabled && !sh_.nodelay;
+    p.mtu = PacketMax();
+    return p;
+  }
+
+  Status Repost(uint32_t buffer) {
+    fabric::RecvWork work;
+    work.id = buffer;
+    work.addr = RecvBuffer(buffer);
+    work.length = s_.params_.mtu;
+    work.key = s_.recv_region_.key;
+    Status st = s_.endpoint_->PostRecv(work);
+    if (!st.ok()) return Fail(st.code() == EAGAIN ? EPROTO : st.code());
+    sh_.posted[buffer] = 1;
+    return Status::Ok();
+  }
+
+  // A buffer whose packet used one of the window's credits is free again: report it to the peer.
+  Status ReleaseCredited(uint32_t buffer) {
+    sh_.account.Released();
+    sh_.acks.Freed();
+    return Repost(buffer);
+  }
+
+  Status PostPacket(PacketType type, const fabric::Segment* segs, int nsegs, uint64_t id,
+                    bool consumes_credit) {
+    if (consumes_credit && !sh_.window.has_credit()) return Status(EAGAIN, "window");
+    fabric::SendWork work;
+    work.id = id;
+    work.num_segments = static_cast<uint8_t>(nsegs);
+    for (int i = 0; i < nsegs; ++i) work.segments[i] = segs[i];
+    Header h;
+    h.type = type;
+    h.seq = sh_.send_seq;
+    h.credits = sh_.acks.Take();
+    work.imm = EncodeImm(h);
+    Status st = s_.endpoint_->PostSend(work);
+    for (int attempt = 0; st.would_block() && attempt < 3; ++attempt) {
+      Reap();  // send completions free send-queue entries
+      st = s_.endpoint_->PostSend(work);
+    }
+    if (!st.ok()) {
+      for (uint32_t i = 0; i < h.credits; ++i) sh_.acks.Freed();  // not reported after all
+      if (st.would_block()) return st;
+      return Fail(st.code());
+    }
+    ++sh_.send_seq;
+    ++sh_.stats.packets_sent;
+    if (consumes_credit) sh_.window.Consume();
+    return Status::Ok();
+  }
+
+  Status PostData(const fabric::Segment* segs, int nsegs, uint64_t id, uint32_t bytes) {
+    Status st = PostPacket(PacketType::kData, segs, nsegs, id, true);
+    if (st.ok()) sh_.stats.bytes_sent += bytes;
+    return st;
+  }
+
+  int FreeSlot() const {
+    for (uint32_t i = 0; i < kStagingSlots; ++i) {
+      if (!sh_.slot_busy[i] && static_cast<int32_t>(i) != sh_.fill_slot) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  Status FlushCombined() {
+    if (sh_.fill_len == 0) return Status::Ok();
+    fabric::Segment seg{Slot(sh_.fill_slot), sh_.fill_len, s_.staging_region_.key};
+    Status st = PostData(&seg, 1, kStagingTag | static_cast<uint64_t>(sh_.fill_slot), sh_.fill_len);
+    if (!st.ok()) return st;
+    sh_.slot_busy[sh_.fill_slot] = 1;
+    sh_.fill_slot = -1;
+    sh_.fill_len = 0;
+    return Status::Ok();
+  }
+
+  // Handles one received packet. Everything the peer controls is checked here.
+  Status HandleRecv(const fabric::Completion& c) {
+    if (c.error != 0) return Fail(ECONNRESET);
+    if (c.id >= depth() || !sh_.posted[c.id]) return Fail(EPROTO);
+    const uint32_t buffer = static_cast<uint32_t>(c.id);
+    sh_.posted[buffer] = 0;
+    if (c.length > s_.params_.mtu) return Fail(EPROTO);
+    Result<Header> h = DecodeImm(c.imm);
+    if (!h.ok()) return Fail(EPROTO);
+    if (h->seq != sh_.recv_seq) return Fail(EPROTO);  // lost or reordered packet
+    ++sh_.recv_seq;
+    ++sh_.stats.packets_received;
+    if (h->type != PacketType::kWakeup && !sh_.wakeup_received) return Fail(EPROTO);
+    if (!sh_.window.Grant(h->credits).ok()) return Fail(EPROTO);
+    switch (h->type) {
+      case PacketType::kData:
+        if (c.length == 0 || sh_.close.peer_fin()) return Fail(EPROTO);
+        if (!sh_.account.Arrived().ok()) return Fail(EPROTO);
+        sh_.rq[(sh_.rq_head + sh_.rq_count) % kMaxReceives] = RecvEntry{buffer, 0, c.length};
+        ++sh_.rq_count;
+        sh_.stats.bytes_received += c.length;
+        return Status::Ok();
+      case PacketType::kAck:
+        if (c.length != 0) return Fail(EPROTO);
+        return Repost(buffer);
+      case PacketType::kWakeup: {
+        if (sh_.wakeup_received) return Fail(EPROTO);
+        Result<WakeupBody> body = DecodeWakeup(RecvBuffer(buffer), c.length);
+        if (!body.ok()) return Fail(EPROTO);
+        if (!sh_.account.Arrived().ok()) return Fail(EPROTO);
+        if (!sh_.window.Open(body->window, sh_.wakeup_sent ? 1 : 0).ok()) return Fail(EPROTO);
+        sh_.peer_buffer_size = body->buffer_size;
+        sh_.acks.set_threshold(EffectiveAckThreshold(s_.params_.ack_threshold, s_.params_.window,
+                                                     body->ack_reserve));
+        sh_.wakeup_received = true;
+        return ReleaseCredited(buffer);
+      }
+      case PacketType::kFin:
+        if (c.length != 0 || !sh_.close.PeerFin().ok()) return Fail(EPROTO);
+        return Repost(buffer);
+      case PacketType::kFinAck:
+        if (c.length != 0 || !sh_.account.Arrived().ok()) return Fail(EPROTO);
+        if (!sh_.close.PeerFinAck().ok()) return Fail(EPROTO);
+        return ReleaseCredited(buffer);
+    }
+    return Fail(EPROTO);
+  }
+
+  // Reaps every completion that is there and updates state; sends nothing itself except reposted
+  // receives (so it can be called from inside PostPacket).
+  void Reap() {
+    fabric::Completion cq[kPollBatch];
+    for (;;) {
+      int n = s_.endpoint_->Poll(cq, kPollBatch);
+      for (int i = 0; i < n; ++i) {
+        const fabric::Completion& c = cq[i];
+        if (c.op == fabric::Op::kRecv) {
+          HandleRecv(c);
+        } else if (c.error != 0) {
+          Fail(c.error == EAGAIN ? ECONNRESET : c.error);
+        } else if (c.id & kStagingTag) {
+          uint64_t slot = c.id & ~kStagingTag;
+          if (slot < kStagingSlots) sh_.slot_busy[slot] = 0;
+        }
+      }
+      if (n < kPollBatch) return;
+    }
+  }
+
+  // Sends what the state owes: FINACK, a combine buffer that may go, FIN, an explicit ACK.
+  Status SendPending() {
+    if (sh_.error) return Error();
+    if (!sh_.wakeup_received) return Status::Ok();
+    if (sh_.close.finack_owed() && sh_.window.has_credit()) {
+      Status st = PostPacket(PacketType::kFinAck, nullptr, 0, kDirectTag, true);
+      if (st.ok()) sh_.close.FinAckSent();
+    }
+    if (sh_.fill_len > 0 && sh_.window.has_credit() &&
+        (sh_.window.idle() || sh_.nodelay || sh_.fin_pending || sh_.fill_len >= PacketMax())) {
+      FlushCombined();
+    }
+    if (sh_.fin_pending && sh_.fill_len == 0) {
+      if (PostPacket(PacketType::kFin, nullptr, 0, kDirectTag, false).ok()) sh_.fin_pending = false;
+    }
+    if (sh_.acks.explicit_ack_due()) {
+      if (PostPacket(PacketType::kAck, nullptr, 0, kDirectTag, false).ok()) {
+        ++sh_.stats.explicit_acks_sent;
+      }
+    }
+    return sh_.error ? Error() : Status::Ok();
+  }
+
+  Status Progress() {
+    Reap();
+    return SendPending();
+  }
+
+  Result<size_t> SendDirect(const iovec* iov, int iovcnt, size_t total) {
+    const bool any_memory = s_.caps_ & fabric::kCapSendFromAnyMemory;
+    IovCursor cursor(iov, iovcnt);
+    size_t accepted = 0;
+    while (accepted < total && sh_.window.has_credit()) {
+      const size_t chunk = std::min<size_t>(total - accepted, PacketMax());
+      fabric::Segment segs[fabric::kMaxSendSegments];
+      int nsegs = 0;
+      size_t bytes = 0;
+      uint64_t id = kDirectTag;
+      if (any_memory) {
+        while (bytes < chunk && nsegs < fabric::kMaxSendSegments && !cursor.done()) {
+          iovec piece = cursor.Take(chunk - bytes);
+          segs[nsegs++] = fabric::Segment{piece.iov_base, static_cast<uint32_t>(piece.iov_len), 0};
+          bytes += piece.iov_len;
+        }
+      } else {
+        int slot = FreeSlot();
+        if (slot < 0) {
+          Reap();
+          slot = FreeSlot();
+          if (slot < 0) break;
+        }
+        while (bytes < chunk) {
+          iovec piece = cursor.Take(chunk - bytes);
+          memcpy(Slot(slot) + bytes, piece.iov_base, piece.iov_len);
+          bytes += piece.iov_len;
+        }
+        segs[nsegs++] = fabric::Segment{Slot(slot), static_cast<uint32_t>(bytes),
+                                        s_.staging_region_.key};
+        id = kStagingTag | static_cast<uint64_t>(slot);
+      }
+      Status st = PostData(segs, nsegs, id, static_cast<uint32_t>(bytes));
+      if (!st.ok()) {
+        if (st.would_block()) break;
+        return accepted ? Result<size_t>(accepted) : Result<size_t>(st);
+      }
+      if (id & kStagingTag) sh_.slot_busy[id & ~kStagingTag] = 1;
+      accepted += bytes;
+    }
+    if (accepted == 0) return Status(EAGAIN, "window");
+    return accepted;
+  }
+
+  Result<size_t> Send(const iovec* iov, int iovcnt) {
+    Status st = Progress();
+    if (!st.ok()) return st;
+    if (sh_.close.fin_sent()) return Status(EPIPE, "send after shutdown");
+    const size_t total = IovLength(iov, iovcnt);
+    if (total == 0) return size_t{0};
+    if (!sh_.wakeup_received) return Status(EAGAIN, "window not open");
+    const SendPlan plan = PlanSend(Policy(), sh_.fill_len, total, sh_.window.idle());
+    if (plan.flush_before) {
+      st = FlushCombined();
+      if (!st.ok()) return st.would_block() ? Status(EAGAIN, "window") : st;
+    }
+    if (!plan.append) return SendDirect(iov, iovcnt, total);
+    if (sh_.fill_slot < 0) {
+      int slot = FreeSlot();
+      if (slot < 0) {
+        Reap();
+        slot = FreeSlot();
+        if (slot < 0) return Status(EAGAIN, "staging");
+      }
+      sh_.fill_slot = slot;
+      sh_.fill_since_ns = NowNs();
+    }
+    std::byte* dst = Slot(sh_.fill_slot) + sh_.fill_len;
+    for (int i = 0; i < iovcnt; ++i) {
+      memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+      dst += iov[i].iov_len;
+    }
+    sh_.fill_len += static_cast<uint32_t>(total);
+    if (plan.flush_after) FlushCombined();  // without credit it goes when one comes back
+    return total;
+  }
+
+  Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek) {
+    if (sh_.fill_len > 0) FlushCombined();  // SOVIA flush point: the application reads
+    Reap();
+    size_t copied = 0;
+    uint32_t index = sh_.rq_head;
+    uint32_t left = sh_.rq_count;
+    uint32_t offset = left ? sh_.rq[index].offset : 0;
+    for (int i = 0; i < iovcnt && left > 0; ++i) {
+      size_t room = iov[i].iov_len;
+      auto* out = static_cast<std::byte*>(iov[i].iov_base);
+      while (room > 0 && left > 0) {
+        RecvEntry& e = sh_.rq[index];
+        size_t n = std::min<size_t>(room, e.length - offset);
+        memcpy(out, RecvBuffer(e.buffer) + offset, n);
+        out += n;
+        room -= n;
+        copied += n;
+        offset += static_cast<uint32_t>(n);
+        if (offset == e.length) {
+          if (!peek) {
+            sh_.rq_head = (sh_.rq_head + 1) % kMaxReceives;
+            --sh_.rq_count;
+            ReleaseCredited(e.buffer);
+          }
+          index = (index + 1) % kMaxReceives;
+          --left;
+          offset = left ? sh_.rq[index].offset : 0;
+        } else if (!peek) {
+          e.offset = offset;
+        }
+      }
+    }
+    Status st = SendPending();
+    if (copied > 0) return copied;
+    // After the peer's FIN, reading gives EOF even if the connection later broke (the peer released
+    // its side): what arrived before the FIN was whole, as with a kernel socket.
+    if (sh_.close.peer_fin()) return size_t{0};
+    if (!st.ok()) return st;
+    return Status(EAGAIN, "no data");
+  }
+
+ private:
+  Stream& s_;
+  StreamShared& sh_;
+};
+
+Stream::Stream(std::unique_ptr<fabric::Endpoint> endpoint, uint32_t caps,
+               const StreamParams& params)
+    : endpoint_(std::move(endpoint)), caps_(caps), params_(params) {}
+
+Stream::~Stream() = default;
+
+fabric::EndpointAttr Stream::EndpointAttrFor(const StreamParams& params) {
+  fabric::EndpointAttr attr;
+  attr.recv_depth = params.receive_depth();
+  attr.send_depth = params.receive_depth() + kStagingSlots + 8;
+  attr.buffer_bytes = Round64(sizeof(StreamShared)) + 64 +
+                      size_t{params.receive_depth() + kStagingSlots} * params.mtu + 4096;
+  return attr;
+}
+
+Result<std::unique_ptr<Stream>> Stream::Create(std::unique_ptr<fabric::Endpoint> endpoint,
+                                               uint32_t provider_caps, const StreamParams& params) {
+  if (params.ack_threshold == 0 || params.ack_threshold >= params.window || params.window > 255 ||
+      params.receive_depth() > kMaxReceives || params.mtu < 64 || params.mtu > endpoint->mtu()) {
+    return Status(EINVAL, "stream parameters");
+  }
+  std::unique_ptr<Stream> s(new Stream(std::move(endpoint), provider_caps, params));
+  Result<fabric::MemoryRegion> state = s->endpoint_->AllocateBuffer(sizeof(StreamShared));
+  if (!state.ok()) return state.status();
+  s->shared_ = new (state->addr) StreamShared();
+  Result<fabric::MemoryRegion> recv =
+      s->endpoint_->AllocateBuffer(size_t{params.receive_depth()} * params.mtu);
+  if (!recv.ok()) return recv.status();
+  s->recv_region_ = recv.value();
+  Result<fabric::MemoryRegion> staging =
+      s->endpoint_->AllocateBuffer(size_t{kStagingSlots} * params.mtu);
+  if (!staging.ok()) return staging.status();
+  s->staging_region_ = staging.value();
+  Locked l(*s);
+  l.sh().acks.set_threshold(params.ack_threshold);
+  l.sh().account.set_window(params.window);
+  l.sh().nodelay = !params.combine.enabled;
+  for (uint32_t i = 0; i < params.receive_depth(); ++i) {
+    Status st = l.Repost(i);
+    if (!st.ok()) return st;
+  }
+  return s;
+}
+
+Status Stream::Start() {
+  Locked l(*this);
+  StreamShared& sh = l.sh();
+  if (sh.wakeup_sent) return Status::Ok();
+  if (sh.error) return l.Error();
+  WakeupBody body;
+  body.window = static_cast<uint16_t>(params_.window);
+  body.ack_reserve = static_cast<uint16_t>(params_.window / params_.ack_threshold + 1);
+  body.buffer_size = params_.mtu;
+  int slot = l.FreeSlot();
+  if (slot < 0) return Status(EAGAIN, "staging");
+  EncodeWakeup(body, l.Slot(slot));
+  fabric::Segment seg{l.Slot(slot), WakeupBody::kSize, staging_region_.key};
+  Status st = l.PostPacket(PacketType::kWakeup, &seg, 1, kStagingTag | slot, true);
+  if (!st.ok()) return st;
+  sh.slot_busy[slot] = 1;
+  sh.wakeup_sent = true;
+  return Status::Ok();
+}
+
+Result<size_t> Stream::Send(const iovec* iov, int iovcnt, bool* left_buffered) {
+  Locked l(*this);
+  Result<size_t> r = l.Send(iov, iovcnt);
+  if (left_buffered) *left_buffered = l.sh().fill_len > 0;
+  return r;
+}
+
+Result<size_t> Stream::Recv(const iovec* iov, int iovcnt, bool peek) {
+  Locked l(*this);
+  return l.Recv(iov, iovcnt, peek);
+}
+
+size_t Stream::Available() {
+  Locked l(*this);
+  l.Progress();
+  size_t n = 0;
+  for (uint32_t i = 0; i < l.sh().rq_count; ++i) {
+    const RecvEntry& e = l.sh().rq[(l.sh().rq_head + i) % kMaxReceives];
+    n += e.length - e.offset;
+  }
+  return n;
+}
+
+Status Stream::Flush() {
+  Locked l(*this);
+  Status st = l.FlushCombined();
+  return st.would_block() ? Status::Ok() : st;
+}
+
+bool Stream::FlushIfDue(uint64_t now_ns) {
+  if (!shared_->lock.try_lock()) return true;  // whoever holds it is making progress; look again
+  Locked l(*this, std::adopt_lock);
+  StreamShared& sh = l.sh();
+  if (sh.fill_len == 0) return false;
+  if (now_ns - sh.fill_since_ns < uint64_t{params_.combine_timer_us} * 1000) return true;
+  l.Reap();
+  l.FlushCombined();
+  return sh.fill_len > 0;
+}
+
+Status Stream::ShutdownWrite() {
+  Locked l(*this);
+  if (l.sh().close.ShutdownWrite()) l.sh().fin_pending = true;
+  return l.Progress();
+}
+
+Status Stream::Progress() {
+  Locked l(*this);
+  return l.Progress();
+}
+
+Readiness Stream::GetReadiness() {
+  Locked l(*this);
+  l.Progress();
+  const StreamShared& sh = l.sh();
+  Readiness r;
+  r.error = sh.error;
+  r.peer_closed = sh.close.peer_fin();
+  r.write_closed = sh.close.fin_sent();
+  r.readable = sh.rq_count > 0 || r.peer_closed || r.error;
+  r.writable = !r.write_closed && sh.wakeup_received &&
+               (sh.window.has_credit() || (sh.fill_len > 0 && sh.fill_len < l.PacketMax()));
+  return r;
+}
+
+bool Stream::Finished() {
+  Locked l(*this);
+  l.Progress();
+  const StreamShared& sh = l.sh();
+  // Our FIN is acknowledged (so everything before it arrived) and we owe nothing: the peer's own
+  // FIN is not waited for, as a kernel socket in FIN_WAIT_2 holds no application state either.
+  return sh.close.fin_sent() && sh.close.fin_acked() && !sh.close.finack_owed() && !sh.fin_pending &&
+         sh.fill_len == 0;
+}
+
+void Stream::Abort() {
+  Locked l(*this);
+  l.Fail(ECONNRESET);
+}
+
+void Stream::Fail(int error) {
+  Locked l(*this);
+  l.Fail(error);
+}
+
+void Stream::AddUser() { shared_->users.fetch_add(1, std::memory_order_acq_rel); }
+
+bool Stream::DropUser() { return shared_->users.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+
+void Stream::SetNoDelay(bool nodelay) {
+  Locked l(*this);
+  l.sh().nodelay = nodelay || !params_.combine.enabled;
+  if (l.sh().nodelay) l.SendPending();  // setting TCP_NODELAY pushes what is buffered
+}
+
+bool Stream::nodelay() {
+  Locked l(*this);
+  return l.sh().nodelay;
+}
+
+StreamStats Stream::Stats() {
+  Locked l(*this);
+  StreamStats s = l.sh().stats;
+  s.credits = l.sh().window.credits();
+  s.window = l.sh().window.window();
+  s.mtu = l.sh().peer_buffer_size ? l.PacketMax() : params_.mtu;
+  s.phase = l.sh().close.phase();
+  return s;
+}
+
+}  // namespace san::proto

@@ -1,0 +1,143 @@
+// Stream: one SAN connection's protocol engine (SOVIA's stream protocol) over a fabric Endpoint.
+//
+// It turns byte-stream operations into packets and back: DATA split at the MTU, the sliding window
+// and delayed/piggybacked ACKs (flow_control.h), small-message combining (combiner.h), the FIN
+// handshake (close_state.h), the WAKEUP exchange, and the checks on everything the peer sends
+// (sequence numbers, lengths, credits, buffer ids) -- any violation aborts the connection with
+// ECONNRESET, never more.
+//
+// Progress is made by whichever thread calls in (SOVIA-SINGLE); nothing here blocks or sleeps: "would
+// block" is Status EAGAIN, and the socket layer decides whether to spin or sleep on the doorbell.
+//
+// Where state lives: every mutable field is in a StreamShared block inside the endpoint's shared
+// memory, next to the receive and staging buffers, so a fork() child that inherits the connection
+// sees exactly what the parent sees. The Stream object itself only holds pointers and constants.
+//
+// Thread-safety: every public method takes the stream's process-shared lock; any number of threads
+// (and processes, after fork) may call concurrently. Ownership: owns the Endpoint.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+#include "fabric/provider.h"
+#include "proto/close_state.h"
+#include "proto/combiner.h"
+
+namespace san::proto {
+
+struct StreamParams {
+  uint32_t window = 32;         // w: DATA packets the peer may have in flight towards us
+  uint32_t ack_threshold = 16;  // t
+  uint32_t mtu = 32768;         // our receive buffer size: the largest DATA payload we accept
+  CombinePolicy combine;
+  uint32_t combine_timer_us = 200;
+
+  uint32_t receive_depth() const { return window + window / ack_threshold + 1; }  // P
+};
+
+// What poll() would report, from the stream's own state.
+struct Readiness {
+  bool readable = false;   // data queued, or EOF, or error
+  bool writable = false;   // a send would accept at least one byte now
+  bool peer_closed = false;  // FIN received (POLLRDHUP)
+  bool write_closed = false; // we sent FIN (shutdown-write or close)
+  int error = 0;           // sticky connection error (ECONNRESET, EPROTO...), 0 if none
+};
+
+struct StreamStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t packets_sent = 0;
+  uint64_t packets_received = 0;
+  uint64_t explicit_acks_sent = 0;
+  uint32_t credits = 0;
+  uint32_t window = 0;
+  uint32_t mtu = 0;
+  ClosePhase phase = ClosePhase::kOpen;
+};
+
+struct StreamShared;  // stream.cc: the state block in shared memory
+
+class Stream {
+ public:
+  // Carves the state block, receive and staging buffers out of the endpoint and posts the P
+  // receives. Call before Endpoint::Connect/Accept. The endpoint's EndpointAttr must come from
+  // EndpointAttrFor(params).
+  static Result<std::unique_ptr<Stream>> Create(std::unique_ptr<fabric::Endpoint> endpoint,
+                                                uint32_t provider_caps,
+                                                const StreamParams& params);
+  // The EndpointAttr a stream with these parameters needs.
+  static fabric::EndpointAttr EndpointAttrFor(const StreamParams& params);
+  ~Stream();
+
+  // After the endpoint is connected/accepted: sends our WAKEUP.
+  Status Start();
+
+  // Queues up to the whole of `iov` for sending; returns bytes taken (may be fewer than asked when
+  // the window closes). EAGAIN: nothing could be taken now. EPIPE after ShutdownWrite. The sticky
+  // error once the connection broke.
+  // `left_buffered` (optional) is set when data stays in the combine buffer awaiting a flush.
+  Result<size_t> Send(const iovec* iov, int iovcnt, bool* left_buffered = nullptr);
+  // Copies queued data into `iov`; with `peek` leaves it queued. Returns bytes copied, 0 at EOF
+  // (peer's FIN and nothing queued), EAGAIN when nothing is there yet, or the sticky error.
+  Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek);
+  // Bytes queued for reading right now (FIONREAD).
+  size_t Available();
+
+  // Posts any combined data now (recv/poll/close flush points and the timer).
+  Status Flush();
+  // Posts combined data whose timer has run out; returns whether bytes are still buffered (not yet
+  // due, no credit, or the lock was busy). Cheap when there are none.
+  bool FlushIfDue(uint64_t now_ns);
+  // The process's combine timer is watching this stream (a per-process flag, not shared state):
+  // TryArmTimer returns true for the caller that must register it.
+  bool TryArmTimer() { return !timer_armed_.exchange(true, std::memory_order_acq_rel); }
+  void DisarmTimer() { timer_armed_.store(false, std::memory_order_release); }
+  // Flushes and sends FIN; further Send fails with EPIPE. Idempotent.
+  Status ShutdownWrite();
+  // Reaps completions and handles what arrived. Returns the sticky error if the connection broke.
+  Status Progress();
+
+  Readiness GetReadiness();
+  // The FIN handshake is complete in both directions and nothing is left to send: safe to release.
+  bool Finished();
+  // Abortive close: the peer sees ECONNRESET. Used for close with unread data and at exit.
+  void Abort();
+  // Marks the connection broken from outside (e.g. the kernel socket underneath died).
+  void Fail(int error);
+
+  // Processes holding this connection (fork): a fork child that inherits it adds itself; close()
+  // and exit drop one, and only the last one closes the connection.
+  void AddUser();
+  // Returns true if the caller was the last user.
+  bool DropUser();
+
+  void SetNoDelay(bool nodelay);
+  bool nodelay();
+  StreamStats Stats();
+
+  fabric::Endpoint& endpoint() { return *endpoint_; }
+  const StreamParams& params() const { return params_; }
+
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+ private:
+  Stream(std::unique_ptr<fabric::Endpoint> endpoint, uint32_t caps, const StreamParams& params);
+  class Locked;  // the operations that run with the lock held (stream.cc)
+
+  std::unique_ptr<fabric::Endpoint> endpoint_;
+  const uint32_t caps_;
+  const StreamParams params_;
+  StreamShared* shared_ = nullptr;
+  fabric::MemoryRegion recv_region_;
+  fabric::MemoryRegion staging_region_;
+  std::atomic<bool> timer_armed_{false};
+};
+
+}  // namespace san::proto
