@@ -1,0 +1,168 @@
+#include "socket/close_thread.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/log.h"
+
+namespace san {
+namespace {
+
+// The kernel socket underneath reports EOF or an error: the peer process is gone.
+bool KernelSocketGone(int fd) {
+  char byte;
+  ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+}  // namespace
+
+CloseThread::~CloseThread() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  pthread_join(thread_, nullptr);
+}
+
+void CloseThread::EnsureThreadLocked() {
+  if (running_) return;
+  timer_us_ = std::max<uint32_t>(Config::Get().combine_timer_us, 10);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&thread_, nullptr, &CloseThread::Main, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    SAN_LOG_ERROR("close thread: pthread_create: %d", rc);
+    return;
+  }
+  running_ = true;
+}
+
+void CloseThread::Adopt(std::unique_ptr<proto::Stream> stream, UniqueFd kernel_fd,
+                        uint32_t linger_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timed_.erase(std::remove(timed_.begin(), timed_.end(), stream.get()), timed_.end());
+  EnsureThreadLocked();
+  closing_.push_back(
+      Closing{std::move(stream), std::move(kernel_fd), NowNs() + uint64_t{linger_ms} * 1000000});
+  cv_.notify_all();
+}
+
+void CloseThread::ArmTimer(proto::Stream* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(timed_.begin(), timed_.end(), stream) != timed_.end()) return;
+  EnsureThreadLocked();
+  timed_.push_back(stream);
+  cv_.notify_all();
+}
+
+void CloseThread::Forget(proto::Stream* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timed_.erase(std::remove(timed_.begin(), timed_.end(), stream), timed_.end());
+}
+
+size_t CloseThread::closing_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closing_.size();
+}
+
+void CloseThread::AfterForkChild() {
+  // The parent's thread owns the closing connections; the child must not touch them (their
+  // streams are the parent's business, and the child's copies of the objects are just memory).
+  running_ = false;
+  for (auto& c : closing_) {
+    (void)c.stream.release();
+    c.kernel_fd.reset();
+  }
+  closing_.clear();
+  timed_.clear();
+  mu_.unlock();
+}
+
+bool CloseThread::Finish(Closing& c, uint64_t now) {
+  proto::Stream& s = *c.stream;
+  s.Progress();
+  if (s.Available() > 0) {
+    s.Abort();  // data for a socket nobody will read: reset, as the kernel does
+    return true;
+  }
+  if (s.Finished()) return true;
+  proto::Readiness r = s.GetReadiness();
+  if (r.error) return true;
+  if (s.endpoint().broken() || KernelSocketGone(c.kernel_fd.get())) return true;
+  if (now >= c.deadline_ns) {
+    SAN_LOG_INFO("close: linger expired, resetting the connection");
+    s.Abort();
+    return true;
+  }
+  return false;
+}
+
+size_t CloseThread::Drain(uint32_t max_wait_ms) {
+  const uint64_t deadline = NowNs() + uint64_t{max_wait_ms} * 1000000;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (proto::Stream* s : timed_) s->Flush();
+      size_t unfinished = 0;
+      for (auto& c : closing_) {
+        // Once FIN is posted, everything before it is in the peer's buffers: exiting loses nothing.
+        c.stream->Progress();
+        if (!c.stream->Finished() && c.stream->Stats().phase == proto::ClosePhase::kOpen) {
+          ++unfinished;
+        }
+      }
+      if (unfinished == 0 || NowNs() >= deadline) return unfinished;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void* CloseThread::Main(void* self) {
+  static_cast<CloseThread*>(self)->Run();
+  return nullptr;
+}
+
+void CloseThread::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (closing_.empty() && timed_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    // Sleep first: a freshly armed timer is not due yet. Closing connections make progress only
+    // here, so they are looked at often, but not hot.
+    cv_.wait_for(lock, std::chrono::microseconds(timed_.empty() ? 200 : timer_us_));
+    if (stopping_) break;
+    const uint64_t now = NowNs();
+    for (auto it = timed_.begin(); it != timed_.end();) {
+      // Disarm before looking, so a Send that buffers after this point re-arms the timer.
+      (*it)->DisarmTimer();
+      if ((*it)->FlushIfDue(now) && (*it)->TryArmTimer()) {
+        ++it;
+      } else {
+        it = timed_.erase(it);
+      }
+    }
+    for (auto it = closing_.begin(); it != closing_.end();) {
+      if (Finish(*it, now)) {
+        it = closing_.erase(it);  // releases the stream and the kernel socket
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+}  // namespace san

@@ -1,0 +1,216 @@
+#include "socket/connection_thread.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace san {
+
+ConnectionThread::~ConnectionThread() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_) return;
+    stopping_ = true;
+  }
+  eventfd_write(control_.get(), 1);
+  pthread_join(thread_, nullptr);
+}
+
+Status ConnectionThread::StartThreadLocked() {
+  if (running_) return Status::Ok();
+  if (!control_.valid()) {
+    control_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!control_.valid()) return Status::FromErrno("eventfd");
+  }
+  // The thread must not take signals meant for the application.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&thread_, nullptr, &ConnectionThread::Main, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) return Status(rc, "pthread_create");
+  running_ = true;
+  return Status::Ok();
+}
+
+Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr,
+                                     std::unique_ptr<fabric::Listener> listener,
+                                     uint32_t provider_caps, const proto::StreamParams& params) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Status st = StartThreadLocked();
+    if (!st.ok()) return st;
+    served_.push_back(Served{listen_fd, addr, std::move(listener), provider_caps, params});
+  }
+  eventfd_write(control_.get(), 1);
+  return Status::Ok();
+}
+
+void ConnectionThread::RemoveListener(int listen_fd) {
+  std::vector<std::unique_ptr<proto::Stream>> dropped;
+  std::unique_ptr<fabric::Listener> listener;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = served_.begin(); it != served_.end(); ++it) {
+      if (it->listen_fd == listen_fd) {
+        listener = std::move(it->listener);
+        served_.erase(it);
+        break;
+      }
+    }
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->listen_fd == listen_fd) {
+        dropped.push_back(std::move(it->stream));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // The thread may still be inside poll() on the old listener's fd: wake it before it is closed.
+  if (control_.valid()) eventfd_write(control_.get(), 1);
+  for (auto& s : dropped) s->Abort();
+}
+
+std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd,
+                                                       const proto::FourTuple& tuple) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DropBrokenLocked();
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->listen_fd == listen_fd && proto::SameAddress(it->tuple.client, tuple.client) &&
+        proto::SameAddress(it->tuple.server, tuple.server)) {
+      std::unique_ptr<proto::Stream> s = std::move(it->stream);
+      pending_.erase(it);
+      return s;
+    }
+  }
+  return nullptr;
+}
+
+size_t ConnectionThread::pending_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
+
+void ConnectionThread::AfterForkChild() {
+  // Only the forking thread exists in the child. The parent's thread keeps serving the shared
+  // rendezvous sockets; the child must not compete with it for requests.
+  running_ = false;
+  served_.clear();
+  for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels
+  pending_.clear();
+  mu_.unlock();
+}
+
+void ConnectionThread::DropBrokenLocked() {
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [](Pending& p) { return p.stream->endpoint().broken(); }),
+                 pending_.end());
+}
+
+void* ConnectionThread::Main(void* self) {
+  static_cast<ConnectionThread*>(self)->Run();
+  return nullptr;
+}
+
+void ConnectionThread::Run() {
+  std::vector<pollfd> fds;
+  std::vector<int> owners;
+  for (;;) {
+    fds.clear();
+    owners.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      fds.push_back(pollfd{control_.get(), POLLIN, 0});
+      owners.push_back(-1);
+      for (const Served& s : served_) {
+        fds.push_back(pollfd{s.listener->fd(), POLLIN, 0});
+        owners.push_back(s.listen_fd);
+      }
+    }
+    // A bounded sleep so broken, unclaimed channels are reaped even when nothing else happens.
+    int n = poll(fds.data(), fds.size(), 1000);
+    if (n < 0 && errno != EINTR) {
+      SAN_LOG_ERROR("connection thread: poll: %s", strerror(errno));
+      return;
+    }
+    if (fds[0].revents) {
+      eventfd_t v;
+      eventfd_read(control_.get(), &v);
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents) ServeRequests(owners[i]);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    DropBrokenLocked();
+  }
+}
+
+void ConnectionThread::ServeRequests(int listen_fd) {
+  for (;;) {
+    std::unique_ptr<fabric::Endpoint> endpoint;
+    uint32_t caps = 0;
+    proto::StreamParams params;
+    sockaddr_storage listen_addr{};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::find_if(served_.begin(), served_.end(),
+                             [&](const Served& s) { return s.listen_fd == listen_fd; });
+      if (it == served_.end()) return;  // the listener closed meanwhile
+      Result<std::unique_ptr<fabric::Endpoint>> r = it->listener->GetRequest();
+      if (!r.ok()) {
+        if (!r.status().would_block()) {
+          SAN_LOG_WARN("rendezvous on fd %d: %s", listen_fd, r.status().ToString().c_str());
+        }
+        return;
+      }
+      endpoint = std::move(r).value();
+      caps = it->caps;
+      params = it->params;
+      listen_addr = it->addr;
+    }
+    Result<proto::FourTuple> tuple = proto::DecodeConnectRequest(endpoint->peer_data());
+    const uint16_t listen_port = reinterpret_cast<const sockaddr_in&>(listen_addr).sin_port;
+    if (!tuple.ok() ||
+        reinterpret_cast<const sockaddr_in&>(tuple->server).sin_port != listen_port) {
+      SAN_LOG_WARN("rendezvous on fd %d: malformed or misdirected request", listen_fd);
+      endpoint->Reject();
+      continue;
+    }
+    Result<std::unique_ptr<proto::Stream>> stream =
+        proto::Stream::Create(std::move(endpoint), caps, params);
+    if (!stream.ok()) {
+      // The endpoint went with the failed Create; an endpoint destroyed unaccepted is a refusal.
+      SAN_LOG_WARN("rendezvous: stream set-up: %s", stream.status().ToString().c_str());
+      continue;
+    }
+    proto::Stream* s = stream->get();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      size_t mine = std::count_if(pending_.begin(), pending_.end(),
+                                  [&](const Pending& p) { return p.listen_fd == listen_fd; });
+      if (mine >= kMaxPendingPerListener) {
+        s->endpoint().Reject();
+        continue;
+      }
+      // Filed before Accept: once the client hears "accepted" it may connect over TCP at once.
+      pending_.push_back(Pending{listen_fd, tuple.value(), std::move(stream).value()});
+      Status st = s->endpoint().Accept();
+      if (st.ok()) st = s->Start();
+      if (!st.ok()) {
+        SAN_LOG_INFO("rendezvous: accept: %s", st.ToString().c_str());
+        pending_.back().stream->Abort();
+        pending_.pop_back();
+      }
+    }
+  }
+}
+
+}  // namespace san

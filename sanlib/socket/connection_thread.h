@@ -1,0 +1,79 @@
+// ConnectionThread: serves the SAN rendezvous of every listening socket (SOVIA 3.3), so a client's
+// connect() completes before the server application calls accept().
+//
+// For each request it builds the server side of the channel (a proto::Stream over the provider's
+// endpoint, receives posted), files it under the 4-tuple the client announced, accepts the
+// request and sends the WAKEUP. accept() then claims the channel by the accepted TCP socket's own
+// 4-tuple; a TCP connection with no channel (a plain client) stays kernel TCP.
+//
+// Unclaimed channels are dropped when broken (the client gave up), when their listener closes, and
+// beyond kMaxPendingPerListener (further requests are rejected: the client falls back to TCP).
+// Thread-safety: all public methods are thread-safe. The thread starts with the first listener. In
+// a fork child the thread does not exist; the child's listeners serve plain TCP (see docs).
+#pragma once
+
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "fabric/provider.h"
+#include "proto/stream.h"
+#include "proto/wire.h"
+
+namespace san {
+
+class ConnectionThread {
+ public:
+  static constexpr size_t kMaxPendingPerListener = 1024;
+
+  ~ConnectionThread();
+  // Serves `listener` for the listening socket `listen_fd`, whose bound address is `addr`.
+  Status AddListener(int listen_fd, const sockaddr_storage& addr,
+                     std::unique_ptr<fabric::Listener> listener, uint32_t provider_caps,
+                     const proto::StreamParams& params);
+  // Stops serving listen_fd and aborts its unclaimed channels.
+  void RemoveListener(int listen_fd);
+  // The channel the client announced for this accepted connection, or nullptr.
+  std::unique_ptr<proto::Stream> Claim(int listen_fd, const proto::FourTuple& tuple);
+  // Counts, for sanstat and tests.
+  size_t pending_count();
+
+  // pthread_atfork hooks (the lock must not be held across fork).
+  void BeforeFork() { mu_.lock(); }
+  void AfterForkParent() { mu_.unlock(); }
+  void AfterForkChild();
+
+ private:
+  struct Served {
+    int listen_fd;
+    sockaddr_storage addr;
+    std::unique_ptr<fabric::Listener> listener;
+    uint32_t caps;
+    proto::StreamParams params;
+  };
+  struct Pending {
+    int listen_fd;
+    proto::FourTuple tuple;
+    std::unique_ptr<proto::Stream> stream;
+  };
+
+  static void* Main(void* self);
+  void Run();
+  void ServeRequests(int listen_fd);
+  void DropBrokenLocked();
+  Status StartThreadLocked();
+
+  std::mutex mu_;
+  std::vector<Served> served_;
+  std::vector<Pending> pending_;
+  UniqueFd control_;  // eventfd: the set of listeners changed, or stop
+  pthread_t thread_{};
+  bool running_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace san

@@ -1,0 +1,152 @@
+// Data transfer on SAN sockets: send/recv over the stream, spinning then sleeping when they would
+// block, with the kernel's partial-transfer, EOF and error semantics.
+#include <signal.h>
+
+#include <cstring>
+
+#include "common/clock.h"
+#include "socket/kernel.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+constexpr int kSupportedSendFlags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR;
+constexpr int kSupportedRecvFlags = MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC;
+
+SanSocket* ShmSocket(int fd) {
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  if (s && s->mode.load(std::memory_order_acquire) == SocketMode::kShm) return s;
+  return nullptr;
+}
+
+// Runs a nonblocking stream operation until it does something: spin for SAN_SPIN_US, then sleep on
+// the doorbell. Returns the operation's own result, EAGAIN if nonblocking, EINTR on a signal.
+template <typename Op>
+Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, Op op) {
+  const uint64_t spin_ns = uint64_t{Runtime::Get().config().spin_us} * 1000;
+  uint64_t spin_until = 0;
+  for (;;) {
+    Result<size_t> r = op();
+    WakeSleepers(s);  // whatever this attempt reaped may be what another thread waits for
+    if (r.ok() || !r.status().would_block() || nonblocking) return r;
+    const uint64_t now = NowNs();
+    if (spin_until == 0) spin_until = now + spin_ns;
+    if (now < spin_until) {
+      CpuRelax();
+      continue;
+    }
+    Status st = SleepOnSocket(s, want_write, -1);
+    if (!st.ok()) return st;
+  }
+}
+
+// The errno a kernel socket would report for a broken connection, once; then EPIPE (send) or EOF.
+int ConnectionErrno(SanSocket& s, int code, bool sending) {
+  if (code == EPIPE) return EPIPE;
+  if (s.error_reported.exchange(true)) return sending ? EPIPE : 0;
+  return code == ECONNRESET || code == EPROTO ? ECONNRESET : code;
+}
+
+void RaiseSigpipe(int flags) {
+  if (!(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
+}
+
+}  // namespace
+
+ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
+  SanSocket* s = ShmSocket(fd);
+  if (!s) {
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    return kernel::sendmsg(fd, &msg, flags);
+  }
+  if (flags & ~kSupportedSendFlags) {
+    errno = EOPNOTSUPP;
+    return -1;
+  }
+  if (iovcnt < 0 || iovcnt > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  const bool nonblocking = (flags & MSG_DONTWAIT) || s->nonblocking.load(std::memory_order_relaxed);
+  // A blocking send returns only when everything is taken (or on error): walk the iovec.
+  std::vector<iovec> rest(iov, iov + iovcnt);
+  size_t first = 0;
+  size_t total = 0;
+  for (;;) {
+    bool buffered = false;
+    Result<size_t> r = Drive(*s, true, nonblocking, [&] {
+      return s->stream->Send(rest.data() + first, static_cast<int>(rest.size() - first), &buffered);
+    });
+    if (buffered && s->stream->TryArmTimer()) Runtime::Get().closer().ArmTimer(s->stream.get());
+    if (!r.ok()) {
+      if (total > 0) return static_cast<ssize_t>(total);
+      int err = r.status().code();
+      if (err != EAGAIN && err != EINTR) err = ConnectionErrno(*s, err, true);
+      if (err == EPIPE) RaiseSigpipe(flags);
+      errno = err;
+      return -1;
+    }
+    size_t n = r.value();
+    total += n;
+    while (first < rest.size() && n >= rest[first].iov_len) n -= rest[first++].iov_len;
+    if (first == rest.size() || nonblocking) return static_cast<ssize_t>(total);
+    rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + n;
+    rest[first].iov_len -= n;
+  }
+}
+
+ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
+  SanSocket* s = ShmSocket(fd);
+  if (!s) {
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    return kernel::recvmsg(fd, &msg, flags);
+  }
+  if (flags & MSG_OOB) {
+    errno = EINVAL;  // no urgent data on a SAN stream, as on a TCP socket without any
+    return -1;
+  }
+  if ((flags & ~kSupportedRecvFlags) || iovcnt < 0 || iovcnt > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  size_t want = 0;
+  for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
+  if (s->read_shut.load()) return 0;
+  if (want == 0) return 0;
+  const bool peek = flags & MSG_PEEK;
+  const bool nonblocking = (flags & MSG_DONTWAIT) || s->nonblocking.load(std::memory_order_relaxed);
+  const bool waitall = (flags & MSG_WAITALL) && !peek && !nonblocking;
+  std::vector<iovec> rest;
+  if (waitall) rest.assign(iov, iov + iovcnt);
+  size_t first = 0;
+  size_t total = 0;
+  for (;;) {
+    Result<size_t> r = Drive(*s, false, nonblocking, [&] {
+      if (!waitall) return s->stream->Recv(iov, iovcnt, peek);
+      return s->stream->Recv(rest.data() + first, static_cast<int>(rest.size() - first), false);
+    });
+    if (!r.ok()) {
+      if (total > 0) return static_cast<ssize_t>(total);
+      int err = r.status().code();
+      if (err != EAGAIN && err != EINTR) err = ConnectionErrno(*s, err, false);
+      if (err == 0) return 0;
+      errno = err;
+      return -1;
+    }
+    size_t n = r.value();
+    if (!waitall || n == 0) return static_cast<ssize_t>(total + n);  // n == 0: EOF
+    total += n;
+    while (first < rest.size() && n >= rest[first].iov_len) n -= rest[first++].iov_len;
+    if (first == rest.size()) return static_cast<ssize_t>(total);
+    rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + n;
+    rest[first].iov_len -= n;
+  }
+}
+
+}  // namespace san

@@ -1,0 +1,60 @@
+// san::kernel: the kernel's socket calls, made as raw system calls.
+//
+// sanlib's own use of kernel sockets must never re-enter sanlib: once the compatibility layer
+// interposes connect(), send() and friends, a libc call from inside the library would come straight
+// back. Raw syscalls cannot be interposed. Each returns -1 with errno like its libc namesake.
+// Thread-safety: as the system calls.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace san::kernel {
+
+inline int socket(int domain, int type, int protocol) {
+  return static_cast<int>(::syscall(SYS_socket, domain, type, protocol));
+}
+inline int bind(int fd, const sockaddr* addr, socklen_t len) {
+  return static_cast<int>(::syscall(SYS_bind, fd, addr, len));
+}
+inline int listen(int fd, int backlog) { return static_cast<int>(::syscall(SYS_listen, fd, backlog)); }
+inline int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
+  return static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags));
+}
+inline int connect(int fd, const sockaddr* addr, socklen_t len) {
+  return static_cast<int>(::syscall(SYS_connect, fd, addr, len));
+}
+inline ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
+  return ::syscall(SYS_sendmsg, fd, msg, flags);
+}
+inline ssize_t recvmsg(int fd, msghdr* msg, int flags) { return ::syscall(SYS_recvmsg, fd, msg, flags); }
+inline ssize_t recv(int fd, void* buf, size_t len, int flags) {
+  return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
+}
+inline int shutdown(int fd, int how) { return static_cast<int>(::syscall(SYS_shutdown, fd, how)); }
+inline int close(int fd) { return static_cast<int>(::syscall(SYS_close, fd)); }
+inline int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
+  return static_cast<int>(::syscall(SYS_getsockopt, fd, level, name, value, len));
+}
+inline int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
+  return static_cast<int>(::syscall(SYS_setsockopt, fd, level, name, value, len));
+}
+inline int getsockname(int fd, sockaddr* addr, socklen_t* len) {
+  return static_cast<int>(::syscall(SYS_getsockname, fd, addr, len));
+}
+inline int getpeername(int fd, sockaddr* addr, socklen_t* len) {
+  return static_cast<int>(::syscall(SYS_getpeername, fd, addr, len));
+}
+inline int fcntl(int fd, int cmd, long arg) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }
+// poll(2) through ppoll, with poll's millisecond timeout (-1 = forever).
+inline int poll(pollfd* fds, nfds_t n, int timeout_ms) {
+  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  return static_cast<int>(
+      ::syscall(SYS_ppoll, fds, n, timeout_ms < 0 ? nullptr : &ts, nullptr, _NSIG / 8));
+}
+
+}  // namespace san::kernel

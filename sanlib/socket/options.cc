@@ -1,0 +1,106 @@
+// Socket options and fcntl on SAN sockets.
+//
+// Every option is applied to the kernel socket underneath too (it is the socket's identity:
+// getsockopt must read back what was set, and a connection that falls back to TCP keeps it).
+// Those that mean something to the SAN path act on it as well: TCP_NODELAY turns combining off,
+// O_NONBLOCK makes the data calls nonblocking, SO_ERROR reports the SAN connection's error.
+// SO_RCVBUF/SO_SNDBUF and SO_KEEPALIVE stay kernel-only: the SAN window is fixed at set-up
+// (SAN_WINDOW), and keepalive on the kernel socket is what detects a dead peer host.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <cstring>
+
+#include "san/san.h"
+#include "socket/kernel.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+SanSocket* ShmSocketOf(int fd) {
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  return s && s->mode.load(std::memory_order_acquire) == SocketMode::kShm ? s : nullptr;
+}
+
+// The pending error of a SAN connection, cleared by reading it (as sk_err is).
+int TakeSanError(SanSocket& s) {
+  if (s.connecting.load(std::memory_order_acquire)) SocketRevents(s, POLLOUT);
+  if (int err = s.connect_error.exchange(0)) {
+    s.error_reported.store(true);
+    return err;
+  }
+  const int err = s.stream->GetReadiness().error;
+  if (err == 0 || s.error_reported.exchange(true)) return 0;
+  return err == EPROTO ? ECONNRESET : err;
+}
+
+}  // namespace
+
+int GetSockOpt(int fd, int level, int name, void* value, socklen_t* len) {
+  SanSocket* s = ShmSocketOf(fd);
+  if (s && level == SOL_SOCKET && name == SO_ERROR && value && len && *len >= sizeof(int)) {
+    int err = TakeSanError(*s);
+    if (err == 0) return kernel::getsockopt(fd, level, name, value, len);
+    memcpy(value, &err, sizeof err);
+    *len = sizeof err;
+    return 0;
+  }
+  return kernel::getsockopt(fd, level, name, value, len);
+}
+
+int SetSockOpt(int fd, int level, int name, const void* value, socklen_t len) {
+  if (kernel::setsockopt(fd, level, name, value, len) != 0) return -1;
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  if (s && level == IPPROTO_TCP && name == TCP_NODELAY && value && len >= sizeof(int)) {
+    int on;
+    memcpy(&on, value, sizeof on);
+    s->nodelay_requested = on != 0;
+    if (s->mode.load(std::memory_order_acquire) == SocketMode::kShm) s->stream->SetNoDelay(on != 0);
+  }
+  return 0;
+}
+
+int Fcntl(int fd, int cmd, long arg) {
+  const int rc = kernel::fcntl(fd, cmd, arg);
+  if (rc == 0 && cmd == F_SETFL) {
+    if (SanSocket* s = Runtime::Get().table().Find(fd)) s->nonblocking.store(arg & O_NONBLOCK);
+  }
+  return rc;
+}
+
+int GetInfo(int fd, san_info* info) {
+  if (!info) {
+    errno = EFAULT;
+    return -1;
+  }
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  if (!s) {
+    errno = kernel::fcntl(fd, F_GETFD, 0) < 0 ? EBADF : ENOTSOCK;
+    return -1;
+  }
+  *info = san_info{};
+  switch (s->mode.load(std::memory_order_acquire)) {
+    case SocketMode::kShm: {
+      info->mode = SAN_MODE_SHM;
+      const proto::StreamStats st = s->stream->Stats();
+      info->bytes_sent = st.bytes_sent;
+      info->bytes_received = st.bytes_received;
+      info->window = st.credits;
+      info->mtu = st.mtu;
+      break;
+    }
+    case SocketMode::kTcp:
+      info->mode = SAN_MODE_TCP;
+      snprintf(info->fallback, sizeof info->fallback, "%s", s->fallback_reason.c_str());
+      break;
+    case SocketMode::kUnconnected:
+      info->mode = SAN_MODE_NONE;
+      break;
+  }
+  return 0;
+}
+
+}  // namespace san

@@ -1,0 +1,127 @@
+// Readiness of SAN sockets in poll(2) terms, and poll over a mix of SAN sockets and kernel fds.
+//
+// The events mirror tcp_poll() for the same situation, so a program sees what it would see on a
+// kernel socket: data or EOF -> POLLIN; the peer's FIN -> POLLIN|POLLRDHUP; window open or our
+// side shut for writing -> POLLOUT (a write then fails with EPIPE, as on TCP); both directions shut
+// -> POLLHUP; a broken connection -> POLLIN|POLLOUT|POLLHUP|POLLRDHUP, plus POLLERR until the
+// error has been reported once (SO_ERROR or a failed call).
+#include <vector>
+
+#include "common/clock.h"
+#include "socket/kernel.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+constexpr short kInEvents = POLLIN | POLLRDNORM;
+constexpr short kOutEvents = POLLOUT | POLLWRNORM;
+// Kernel fds are polled (a syscall) only every this many spins while waiting for SAN sockets.
+constexpr int kKernelCheckEvery = 32;
+
+SanSocket* ShmSocketOf(int fd) {
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  return s && s->mode.load(std::memory_order_acquire) == SocketMode::kShm ? s : nullptr;
+}
+
+// A nonblocking connect() whose kernel half is still in progress: not writable until it is done.
+// Returns the kernel's revents once finished (0 while in progress).
+short ConnectProgress(SanSocket& s) {
+  pollfd p{s.fd, POLLOUT, 0};
+  if (kernel::poll(&p, 1, 0) <= 0) return 0;
+  s.connecting.store(false, std::memory_order_release);
+  if (p.revents & (POLLERR | POLLHUP)) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    kernel::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    s.connect_error.store(err ? err : ECONNREFUSED);
+    s.stream->Fail(ECONNREFUSED);
+  }
+  return p.revents;
+}
+
+// One entry of a san_poll call.
+struct Slot {
+  nfds_t index;
+  SanSocket* socket;  // nullptr: a kernel fd
+};
+
+}  // namespace
+
+short SocketRevents(SanSocket& s, short events) {
+  if (s.connecting.load(std::memory_order_acquire) && !ConnectProgress(s)) return 0;
+  if (events & POLLIN) s.stream->Flush();  // SOVIA's flush point: the application waits to read
+  const proto::Readiness r = s.stream->GetReadiness();
+  short revents = 0;
+  const bool read_closed = r.peer_closed || s.read_shut.load(std::memory_order_relaxed);
+  if (r.error) {
+    revents = kInEvents | kOutEvents | POLLHUP | POLLRDHUP;
+    if (!s.error_reported.load(std::memory_order_relaxed)) revents |= POLLERR;
+  } else {
+    if (r.readable || read_closed) revents |= kInEvents;
+    if (read_closed) revents |= POLLRDHUP;
+    if (r.writable || r.write_closed) revents |= kOutEvents;
+    if (read_closed && r.write_closed) revents |= POLLHUP;
+  }
+  return revents & (events | POLLERR | POLLHUP);
+}
+
+int Poll(pollfd* fds, nfds_t nfds, int timeout_ms) {
+  std::vector<Slot> slots;
+  std::vector<SanSocket*> sans;
+  std::vector<short> san_events;
+  std::vector<pollfd> kernel_fds;
+  for (nfds_t i = 0; i < nfds; ++i) {
+    SanSocket* s = fds[i].fd >= 0 ? ShmSocketOf(fds[i].fd) : nullptr;
+    slots.push_back(Slot{i, s});
+    if (s) {
+      sans.push_back(s);
+      san_events.push_back(fds[i].events);
+    } else {
+      kernel_fds.push_back(fds[i]);
+    }
+  }
+  if (sans.empty()) return kernel::poll(fds, nfds, timeout_ms);
+
+  const uint64_t start = NowNs();
+  const uint64_t spin_end = start + uint64_t{Runtime::Get().config().spin_us} * 1000;
+  auto remaining_ms = [&]() -> int {
+    if (timeout_ms < 0) return -1;
+    const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
+    return elapsed_ms >= static_cast<uint64_t>(timeout_ms) ? 0
+                                                           : timeout_ms - static_cast<int>(elapsed_ms);
+  };
+  for (int round = 0;; ++round) {
+    // Look at everything: SAN state directly, kernel fds without waiting.
+    int ready = 0;
+    size_t k = 0;
+    const bool check_kernel = !kernel_fds.empty() && round % kKernelCheckEvery == 0;
+    if (check_kernel && kernel::poll(kernel_fds.data(), kernel_fds.size(), 0) < 0) return -1;
+    for (const Slot& slot : slots) {
+      pollfd& p = fds[slot.index];
+      if (slot.socket) {
+        p.revents = SocketRevents(*slot.socket, p.events);
+      } else {
+        p.revents = check_kernel ? kernel_fds[k].revents : 0;
+        ++k;
+      }
+      if (p.revents) ++ready;
+    }
+    if (ready > 0) return ready;
+    const int left = remaining_ms();
+    if (left == 0) return 0;
+    if (NowNs() < spin_end) {
+      CpuRelax();
+      continue;
+    }
+    // Sleep until a doorbell, a kernel fd or the timeout; then look again.
+    for (pollfd& p : kernel_fds) p.revents = 0;
+    int rc = SleepOnSockets(sans.data(), san_events.data(), sans.size(), kernel_fds.data(),
+                            kernel_fds.size(), left);
+    if (rc < 0) return -1;
+    round = -1;  // the next round looks at the kernel fds again
+  }
+}
+
+}  // namespace san

@@ -1,0 +1,95 @@
+#include "socket/runtime.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "fabric/registry.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+
+Runtime& Runtime::Get() {
+  static Runtime* runtime = new Runtime();
+  return *runtime;
+}
+
+Runtime::Runtime() : config_(Config::Get()) {
+  if (config_.provider == ProviderChoice::kShm || config_.provider == ProviderChoice::kAuto) {
+    shm_ = fabric::GetProvider("shm");
+    if (!shm_) shm_unavailable_ = "shm provider unavailable";
+  } else if (config_.provider == ProviderChoice::kVerbs) {
+    shm_unavailable_ = "SAN_PROVIDER=verbs: verbs provider not built";
+    SAN_LOG_ERROR("%s", shm_unavailable_.c_str());
+  }
+  pthread_atfork(
+      [] {
+        Runtime& rt = Get();
+        rt.table_.BeforeFork();
+        rt.connections_.BeforeFork();
+        rt.closer_.BeforeFork();
+      },
+      [] {
+        Runtime& rt = Get();
+        rt.closer_.AfterForkParent();
+        rt.connections_.AfterForkParent();
+        rt.table_.AfterFork();
+      },
+      [] {
+        Runtime& rt = Get();
+        rt.closer_.AfterForkChild();
+        rt.connections_.AfterForkChild();
+        rt.table_.AfterFork();
+        NoteForkChild();
+      });
+  atexit(&Runtime::AtExit);
+}
+
+void Runtime::AtExit() {
+  // The kernel would send FIN for every socket still open: so do we, then give the FINs (and any
+  // combined bytes) a bounded chance to be posted. Nothing posted is lost when we exit: it is in
+  // the peer's buffers already.
+  ShutdownAllForExit();
+  Runtime& rt = Get();
+  size_t left = rt.closer_.Drain(rt.config_.linger_ms);
+  if (left) SAN_LOG_WARN("exit: %zu connection(s) could not post their FIN in time", left);
+}
+
+fabric::Provider* Runtime::ProviderFor(const sockaddr* peer, socklen_t len, std::string* why_not) {
+  if (config_.provider == ProviderChoice::kOff) {
+    *why_not = "SAN_PROVIDER=off";
+    return nullptr;
+  }
+  if (!shm_) {
+    *why_not = shm_unavailable_;
+    return nullptr;
+  }
+  if (!shm_->Reaches(peer, len)) {
+    *why_not = "peer is not on this host (no provider reaches it)";
+    return nullptr;
+  }
+  return shm_;
+}
+
+fabric::Provider* Runtime::ListenProvider(std::string* why_not) {
+  if (config_.provider == ProviderChoice::kOff) {
+    *why_not = "SAN_PROVIDER=off";
+    return nullptr;
+  }
+  if (!shm_) *why_not = shm_unavailable_;
+  return shm_;
+}
+
+proto::StreamParams Runtime::StreamParamsFor(const fabric::Provider& provider) const {
+  proto::StreamParams p;
+  p.window = config_.window;
+  p.ack_threshold = config_.ack_threshold;
+  p.mtu = std::min(config_.mtu, provider.max_mtu());
+  p.combine.enabled = config_.combine;
+  p.combine.copy_threshold = config_.copy_threshold;
+  p.combine.mtu = p.mtu;
+  p.combine_timer_us = config_.combine_timer_us;
+  return p;
+}
+
+}  // namespace san

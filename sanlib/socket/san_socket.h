@@ -1,0 +1,51 @@
+// SanSocket: what sanlib knows about one socket the application holds.
+//
+// The fd is a real kernel TCP socket (identity, addresses, liveness). Once connected, the socket is
+// in one mode for life: kShm (data over a proto::Stream on the shm provider) or kTcp (fallback:
+// every data call goes to the kernel, and `fallback_reason` says why). Listening sockets carry no
+// stream; the connection thread serves their rendezvous.
+//
+// Thread-safety: mode and stream are set once, by the thread that connects/accepts, before the
+// socket is published in the SocketTable (or under the connect call the application itself
+// serialises); after that they are read-only. Data calls are made thread-safe by the Stream's lock.
+// Ownership: the SocketTable owns live sockets; after the application's close, the close thread
+// owns the stream until the FIN handshake ends.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "common/unique_fd.h"
+#include "proto/stream.h"
+
+namespace san {
+
+enum class SocketMode : int { kUnconnected = 0, kTcp = 1, kShm = 2 };
+
+struct SanSocket {
+  explicit SanSocket(int kernel_fd) : fd(kernel_fd) {}
+
+  const int fd;
+  std::atomic<SocketMode> mode{SocketMode::kUnconnected};
+  std::string fallback_reason;  // set before mode becomes kTcp
+  std::unique_ptr<proto::Stream> stream;  // kShm only
+  std::atomic<bool> nonblocking{false};
+  std::atomic<bool> listening{false};
+  std::atomic<bool> read_shut{false};   // shutdown(SHUT_RD) was called
+  std::atomic<bool> tcp_gone{false};    // the kernel socket underneath reported EOF/reset
+  std::atomic<bool> error_reported{false};  // the connection's error was returned once already
+  std::atomic<bool> connecting{false};  // nonblocking connect(): the kernel half is in progress
+  std::atomic<int> connect_error{0};    // the kernel half failed with this errno (SO_ERROR)
+  bool nodelay_requested = false;           // TCP_NODELAY set before the stream existed
+  // Wakes threads of this process sleeping on the socket when another thread made progress for
+  // them (the doorbell only rings for the peer's packets). An eventfd, made on first need.
+  std::atomic<int> wake_fd{-1};
+  std::atomic<int> sleepers{0};
+
+  ~SanSocket() {
+    if (wake_fd.load() >= 0) UniqueFd closer(wake_fd.load());
+  }
+};
+
+}  // namespace san

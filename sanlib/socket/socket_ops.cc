@@ -1,0 +1,287 @@
+// Connection life cycle: socket, listen, accept, connect, shutdown, close, exit and fork hooks.
+#include <fcntl.h>
+#include <netinet/in.h>
+
+#include <cstring>
+
+#include "common/log.h"
+#include "san/san.h"
+#include "proto/wire.h"
+#include "socket/kernel.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+bool IsInet(int family) { return family == AF_INET || family == AF_INET6; }
+
+// The source address the kernel would pick to reach `peer` (a UDP connect sends nothing).
+Result<sockaddr_storage> RouteSource(const sockaddr* peer, socklen_t len) {
+  UniqueFd udp(kernel::socket(peer->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!udp.valid()) return Status::FromErrno("socket(route lookup)");
+  if (kernel::connect(udp.get(), peer, len) != 0) return Status::FromErrno("connect(route lookup)");
+  sockaddr_storage src{};
+  socklen_t slen = sizeof src;
+  if (kernel::getsockname(udp.get(), reinterpret_cast<sockaddr*>(&src), &slen) != 0) {
+    return Status::FromErrno("getsockname(route lookup)");
+  }
+  reinterpret_cast<sockaddr_in&>(src).sin_port = 0;  // same offset for sin6_port
+  return src;
+}
+
+}  // namespace
+
+Result<sockaddr_storage> LocalAddress(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (kernel::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return Status::FromErrno("getsockname");
+  }
+  return proto::CanonicalAddress(reinterpret_cast<sockaddr*>(&a), len);
+}
+
+Result<sockaddr_storage> PeerAddress(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (kernel::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return Status::FromErrno("getpeername");
+  }
+  return proto::CanonicalAddress(reinterpret_cast<sockaddr*>(&a), len);
+}
+
+namespace {
+
+// The client half of a SAN channel to `peer`, announced to its listener: binds the TCP socket to
+// learn the 4-tuple it is about to use, then runs the provider's rendezvous.
+Result<std::unique_ptr<proto::Stream>> SetUpChannel(SanSocket& s, fabric::Provider& provider,
+                                                    const sockaddr* peer, socklen_t len) {
+  Result<sockaddr_storage> local = LocalAddress(s.fd);
+  if (!local.ok()) return local.status();
+  if (reinterpret_cast<sockaddr_in&>(local.value()).sin_port == 0) {
+    Result<sockaddr_storage> src = RouteSource(peer, len);
+    if (!src.ok()) return src.status();
+    socklen_t slen = src->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (kernel::bind(s.fd, reinterpret_cast<sockaddr*>(&src.value()), slen) != 0) {
+      return Status::FromErrno("bind(source)");
+    }
+    local = LocalAddress(s.fd);
+    if (!local.ok()) return local.status();
+  }
+  proto::FourTuple tuple;
+  tuple.client = local.value();
+  tuple.server = proto::CanonicalAddress(peer, len);
+  Runtime& rt = Runtime::Get();
+  const proto::StreamParams params = rt.StreamParamsFor(provider);
+  Result<std::unique_ptr<fabric::Endpoint>> ep =
+      provider.CreateEndpoint(proto::Stream::EndpointAttrFor(params));
+  if (!ep.ok()) return ep.status();
+  Result<std::unique_ptr<proto::Stream>> stream =
+      proto::Stream::Create(std::move(ep).value(), provider.capabilities(), params);
+  if (!stream.ok()) return stream.status();
+  Status st = stream.value()->endpoint().Connect(peer, len, proto::EncodeConnectRequest(tuple));
+  if (!st.ok()) return st;
+  return stream;
+}
+
+}  // namespace
+
+void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason) {
+  if (stream) {
+    if (s.nodelay_requested) stream->SetNoDelay(true);
+    s.stream = std::move(stream);
+    s.mode.store(SocketMode::kShm, std::memory_order_release);
+  } else {
+    s.fallback_reason = std::move(reason);
+    s.mode.store(SocketMode::kTcp, std::memory_order_release);
+    SAN_LOG_INFO("fd %d: kernel TCP: %s", s.fd, s.fallback_reason.c_str());
+  }
+}
+
+SanSocket* Track(int fd, bool nonblocking) {
+  auto* s = new SanSocket(fd);
+  s->nonblocking.store(nonblocking);
+  if (!Runtime::Get().table().Insert(s)) {
+    delete s;  // beyond the table's range: stays a plain kernel socket
+    return nullptr;
+  }
+  return s;
+}
+
+void WaitForWindow(SanSocket& s) {
+  // The peer's WAKEUP opens our window; it was sent before our set-up returned, so this is
+  // normally immediate. Bounded (5 s): a dead peer shows up as an error on first use.
+  for (int i = 0; i < 50; ++i) {
+    const proto::Readiness r = s.stream->GetReadiness();
+    if (r.writable || r.error) return;
+    SleepOnSocket(s, true, 100);
+  }
+}
+
+int SocketCreate(int domain, int type, int protocol) {
+  const int flags = type & (SOCK_NONBLOCK | SOCK_CLOEXEC);
+  int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (base == SOCK_SAN) base = SOCK_STREAM;
+  if (protocol == IPPROTO_TCP) protocol = 0;
+  const int fd = kernel::socket(domain, base | flags, protocol);
+  if (fd < 0 || !IsInet(domain) || base != SOCK_STREAM || protocol != 0) return fd;
+  Track(fd, flags & SOCK_NONBLOCK);
+  return fd;
+}
+
+int Listen(int fd, int backlog) {
+  Runtime& rt = Runtime::Get();
+  SanSocket* s = rt.table().Find(fd);
+  if (kernel::listen(fd, backlog) != 0) return -1;
+  if (!s || s->listening.exchange(true)) return 0;  // a second listen() only changes the backlog
+  std::string why;
+  fabric::Provider* provider = rt.ListenProvider(&why);
+  if (!provider) {
+    SAN_LOG_INFO("fd %d: listening without SAN rendezvous: %s", fd, why.c_str());
+    return 0;
+  }
+  Result<sockaddr_storage> addr = LocalAddress(fd);
+  if (!addr.ok()) return 0;
+  const proto::StreamParams params = rt.StreamParamsFor(*provider);
+  const socklen_t alen =
+      addr->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
+      reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));
+  if (!listener.ok()) {
+    SAN_LOG_WARN("fd %d: SAN rendezvous unavailable (%s); clients will use kernel TCP", fd,
+                 listener.status().ToString().c_str());
+    return 0;
+  }
+  Status st = rt.connections().AddListener(fd, addr.value(), std::move(listener).value(),
+                                           provider->capabilities(), params);
+  if (!st.ok()) SAN_LOG_WARN("fd %d: connection thread: %s", fd, st.ToString().c_str());
+  return 0;
+}
+
+int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
+  Runtime& rt = Runtime::Get();
+  SanSocket* ls = rt.table().Find(fd);
+  const int nfd = kernel::accept4(fd, addr, len, flags);
+  if (nfd < 0 || !ls) return nfd;
+  SanSocket* s = Track(nfd, flags & SOCK_NONBLOCK);
+  if (!s) return nfd;
+  std::unique_ptr<proto::Stream> stream;
+  std::string reason = "peer did not set up a SAN channel (not a sanlib client, or not local)";
+  Result<sockaddr_storage> local = LocalAddress(nfd);
+  Result<sockaddr_storage> peer = PeerAddress(nfd);
+  if (local.ok() && peer.ok()) {
+    proto::FourTuple tuple;
+    tuple.client = peer.value();
+    tuple.server = local.value();
+    stream = rt.connections().Claim(fd, tuple);
+  }
+  Settle(*s, std::move(stream), std::move(reason));
+  return nfd;
+}
+
+int Connect(int fd, const sockaddr* addr, socklen_t len) {
+  Runtime& rt = Runtime::Get();
+  SanSocket* s = rt.table().Find(fd);
+  if (!s || s->listening.load() || s->mode.load() != SocketMode::kUnconnected || !addr ||
+      len < sizeof(sockaddr_in) || !IsInet(addr->sa_family)) {
+    return kernel::connect(fd, addr, len);  // the kernel gives EISCONN, EALREADY, EINVAL, ...
+  }
+  std::string reason;
+  std::unique_ptr<proto::Stream> stream;
+  if (fabric::Provider* provider = rt.ProviderFor(addr, len, &reason)) {
+    Result<std::unique_ptr<proto::Stream>> r = SetUpChannel(*s, *provider, addr, len);
+    if (r.ok()) {
+      stream = std::move(r).value();
+    } else {
+      reason = r.status().code() == ECONNREFUSED
+                   ? "no SAN listener at the peer (plain TCP server)"
+                   : "SAN set-up failed: " + r.status().ToString();
+    }
+  }
+  const int rc = kernel::connect(fd, addr, len);
+  const int err = errno;
+  if (rc != 0 && err != EINPROGRESS) {
+    if (stream) stream->Abort();
+    errno = err;
+    return -1;
+  }
+  if (stream && !stream->Start().ok()) {
+    reason = "SAN set-up failed: WAKEUP could not be sent";
+    stream->Abort();
+    stream.reset();
+  }
+  const bool wait_for_window = stream && rc == 0;
+  if (stream && rc != 0) s->connecting.store(true);  // EINPROGRESS: poll/SO_ERROR finish it
+  Settle(*s, std::move(stream), std::move(reason));
+  if (wait_for_window && !s->nonblocking.load()) WaitForWindow(*s);
+  if (rc != 0) errno = err;
+  return rc;
+}
+
+int Shutdown(int fd, int how) {
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  if (!s || s->mode.load(std::memory_order_acquire) != SocketMode::kShm) {
+    return kernel::shutdown(fd, how);
+  }
+  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+    errno = EINVAL;
+    return -1;
+  }
+  // The kernel socket is left alone: its FIN would tell the peer we died.
+  if (how != SHUT_WR) s->read_shut.store(true);
+  if (how != SHUT_RD) s->stream->ShutdownWrite();
+  WakeSleepers(*s);
+  return 0;
+}
+
+int Close(int fd) {
+  Runtime& rt = Runtime::Get();
+  SanSocket* s = rt.table().Remove(fd);
+  if (!s) return kernel::close(fd);
+  if (s->listening.load()) rt.connections().RemoveListener(fd);
+  if (std::unique_ptr<proto::Stream> stream = std::move(s->stream)) {
+    rt.closer().Forget(stream.get());
+    if (!stream->DropUser()) {
+      // Another process (fork) still holds the connection: only our view of it goes.
+      delete s;
+      return kernel::close(fd);
+    }
+    if (stream->Available() > 0) {
+      stream->Abort();  // unread data: the kernel resets the connection, so do we
+    } else {
+      stream->ShutdownWrite();
+    }
+    // The close thread keeps its own reference to the kernel socket: the peer watches it for
+    // liveness, and the application's fd number must be free when close() returns.
+    UniqueFd keep(kernel::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    rt.closer().Adopt(std::move(stream), std::move(keep), rt.config().linger_ms);
+  }
+  delete s;
+  return kernel::close(fd);
+}
+
+void ShutdownAllForExit() {
+  Runtime& rt = Runtime::Get();
+  std::vector<int> fds;
+  rt.table().ForEach([&](SanSocket* s) {
+    if (s->stream) fds.push_back(s->fd);
+  });
+  for (int fd : fds) {
+    if (SanSocket* s = rt.table().Find(fd)) {
+      if (s->stream) {
+        rt.closer().Forget(s->stream.get());
+        if (s->stream->DropUser()) s->stream->ShutdownWrite();  // flushes, then FIN
+      }
+    }
+  }
+}
+
+void NoteForkChild() {
+  // Connection state is in shared memory, so the child's view is the parent's; it becomes one more
+  // user of every connection it inherited, and the connection lives until the last user closes.
+  Runtime::Get().table().ForEach([](SanSocket* s) {
+    if (s->stream) s->stream->AddUser();
+  });
+}
+
+}  // namespace san

@@ -1,0 +1,69 @@
+// The socket layer's operations behind the C API (api.cc): connection life cycle (socket_ops.cc),
+// data transfer (data_path.cc), readiness (poll.cc), waiting (wait.cc), options (options.cc) and
+// in-band upgrade (upgrade.cc).
+//
+// Conventions: each returns what the POSIX call returns (-1 with errno set exactly as the kernel
+// would); a socket sanlib does not manage goes straight to the kernel. Thread-safety: as the C API.
+#pragma once
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <memory>
+#include <string>
+
+#include "socket/san_socket.h"
+
+struct san_info;
+
+namespace san {
+
+int SocketCreate(int domain, int type, int protocol);
+int Listen(int fd, int backlog);
+int Accept(int fd, sockaddr* addr, socklen_t* len, int flags);
+int Connect(int fd, const sockaddr* addr, socklen_t len);
+int Shutdown(int fd, int how);
+int Close(int fd);
+
+ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags);
+ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags);
+int Poll(pollfd* fds, nfds_t nfds, int timeout_ms);
+int GetSockOpt(int fd, int level, int name, void* value, socklen_t* len);
+int SetSockOpt(int fd, int level, int name, const void* value, socklen_t len);
+int Fcntl(int fd, int cmd, long arg);
+// In-band upgrade of an established kernel TCP connection both ends of which call it (upgrade.cc).
+int Upgrade(int fd);
+int GetInfo(int fd, san_info* info);
+
+// Readiness of a SAN socket in poll(2) terms, for the events asked (plus POLLERR/POLLHUP).
+short SocketRevents(SanSocket& s, short events);
+// Sleeps until one of `sockets` may be ready for its `events` or one of `kernel_fds` is (their
+// revents are filled in), the timeout passes (0) or a signal arrives (-1, EINTR). Arms every
+// doorbell and re-checks first, so nothing arriving meanwhile is missed. Returns > 0 when woken.
+int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count, pollfd* kernel_fds,
+                   nfds_t kernel_count, int timeout_ms);
+// Sleeps until the socket may be readable (or writable), the timeout passes (ETIMEDOUT) or a signal
+// arrives (EINTR). Arms the doorbell first so nothing arriving meanwhile is missed.
+Status SleepOnSocket(SanSocket& s, bool want_write, int timeout_ms);
+// Wakes other threads of this process sleeping on `s` (after this thread made progress for them).
+void WakeSleepers(SanSocket& s);
+// The kernel socket under `s` became readable: EOF/reset means the peer process is gone.
+void CheckKernelSide(SanSocket& s);
+
+// Connection set-up pieces shared by socket_ops.cc and upgrade.cc.
+// Starts managing a kernel socket (nullptr if its fd is beyond the table).
+SanSocket* Track(int fd, bool nonblocking);
+// Makes a connected socket a SAN one over `stream`, or (stream == nullptr) records why it stays TCP.
+void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason);
+// Blocks (bounded) until the peer's WAKEUP opened the window of a freshly settled SAN socket.
+void WaitForWindow(SanSocket& s);
+// The kernel socket's addresses in canonical form (proto::CanonicalAddress).
+Result<sockaddr_storage> LocalAddress(int fd);
+Result<sockaddr_storage> PeerAddress(int fd);
+
+// Process hooks (runtime.cc).
+void ShutdownAllForExit();
+void NoteForkChild();
+
+}  // namespace san

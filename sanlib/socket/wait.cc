@@ -1,0 +1,118 @@
+// Sleeping on SAN sockets: the armed-doorbell protocol (DESIGN.md "Progress and blocking"), shared
+// by the data path (one socket) and san_poll (any mix of SAN sockets and kernel fds).
+#include <sys/eventfd.h>
+
+#include <vector>
+
+#include "common/log.h"
+#include "socket/kernel.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+int WakeFd(SanSocket& s) {
+  int fd = s.wake_fd.load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  int mine = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (mine < 0) return -1;
+  if (!s.wake_fd.compare_exchange_strong(fd, mine)) {
+    kernel::close(mine);
+    return fd;
+  }
+  return mine;
+}
+
+// The kernel fds that stand for one SAN socket while its thread sleeps.
+struct Watch {
+  SanSocket* socket;
+  int wake;         // this process's other threads (-1 if none could be made)
+  bool watch_tcp;   // the kernel socket underneath, for peer death
+  size_t first;     // index of its doorbell in the pollfd array
+};
+
+}  // namespace
+
+void WakeSleepers(SanSocket& s) {
+  if (s.sleepers.load(std::memory_order_acquire) == 0) return;
+  int fd = s.wake_fd.load(std::memory_order_acquire);
+  if (fd >= 0) eventfd_write(fd, 1);
+}
+
+void CheckKernelSide(SanSocket& s) {
+  char byte;
+  ssize_t n = kernel::recv(s.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  // EOF, reset, or bytes on a connection whose data goes over SAN: stop watching the kernel side.
+  s.tcp_gone.store(true);
+  if (n > 0) {
+    SAN_LOG_WARN("fd %d: unexpected bytes on the kernel socket under a SAN connection", s.fd);
+    return;
+  }
+  // What the peer posted before it went is already in our buffers: take it in first. Only a peer
+  // that left without its FIN is an error.
+  s.stream->Progress();
+  if (!s.stream->GetReadiness().peer_closed) s.stream->Fail(ECONNRESET);
+}
+
+int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count, pollfd* kernel_fds,
+                   nfds_t kernel_count, int timeout_ms) {
+  std::vector<Watch> watches;
+  watches.reserve(count);
+  std::vector<pollfd> fds(kernel_fds, kernel_fds + kernel_count);
+  int result = 0;
+  size_t armed = 0;
+  // Arm every doorbell first, then re-check: anything arriving after the check rings one.
+  for (; armed < count; ++armed) {
+    SanSocket& s = *sockets[armed];
+    s.sleepers.fetch_add(1, std::memory_order_acq_rel);
+    if (!s.stream->endpoint().Arm() || SocketRevents(s, events[armed])) {
+      ++armed;
+      result = 1;
+      break;
+    }
+  }
+  if (result == 0) {
+    for (size_t i = 0; i < count; ++i) {
+      SanSocket& s = *sockets[i];
+      Watch w{&s, WakeFd(s), !s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed,
+              fds.size()};
+      fds.push_back(pollfd{s.stream->endpoint().notify_fd(), POLLIN, 0});
+      fds.push_back(pollfd{w.wake, POLLIN, 0});  // a negative fd is ignored by poll
+      fds.push_back(pollfd{w.watch_tcp ? s.fd : -1, POLLIN | POLLRDHUP, 0});
+      watches.push_back(w);
+    }
+    result = kernel::poll(fds.data(), fds.size(), timeout_ms);
+    if (result > 0) {
+      for (const Watch& w : watches) {
+        SanSocket& s = *w.socket;
+        if (fds[w.first].revents) {
+          s.stream->endpoint().ClearNotify();
+          // Another thread sleeping on the same doorbell may have missed it now.
+          if (w.wake >= 0 && s.sleepers.load(std::memory_order_acquire) > 1) {
+            eventfd_write(w.wake, 1);
+          }
+        }
+        if (fds[w.first + 1].revents) {
+          eventfd_t v;
+          eventfd_read(w.wake, &v);
+        }
+        if (fds[w.first + 2].revents) CheckKernelSide(s);
+      }
+      for (nfds_t i = 0; i < kernel_count; ++i) kernel_fds[i].revents = fds[i].revents;
+    }
+  }
+  for (size_t i = 0; i < armed; ++i) sockets[i]->sleepers.fetch_sub(1, std::memory_order_acq_rel);
+  return result;
+}
+
+Status SleepOnSocket(SanSocket& s, bool want_write, int timeout_ms) {
+  SanSocket* one = &s;
+  const short events = want_write ? POLLOUT : POLLIN;
+  int rc = SleepOnSockets(&one, &events, 1, nullptr, 0, timeout_ms);
+  if (rc < 0) return Status::FromErrno("poll");
+  if (rc == 0) return Status(ETIMEDOUT, "poll");
+  return Status::Ok();
+}
+
+}  // namespace san
