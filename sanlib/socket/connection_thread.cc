@@ -39,6 +39,11 @@ Status ConnectionThread::StartThreadLocked() {
   return Status::Ok();
 }
 
+Status ConnectionThread::EnsureRunning() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return StartThreadLocked();
+}
+
 Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr,
                                      std::unique_ptr<fabric::Listener> listener,
                                      uint32_t provider_caps, const proto::StreamParams& params) {
@@ -102,6 +107,7 @@ void ConnectionThread::AfterForkChild() {
   // Only the forking thread exists in the child. The parent's thread keeps serving the shared
   // rendezvous sockets; the child must not compete with it for requests.
   running_ = false;
+  stat_.Close();  // the parent's name: the child answers under its own pid once it starts
   served_.clear();
   for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels
   pending_.clear();
@@ -122,6 +128,8 @@ void* ConnectionThread::Main(void* self) {
 void ConnectionThread::Run() {
   std::vector<pollfd> fds;
   std::vector<int> owners;
+  Status st = stat_.Open();
+  if (!st.ok()) SAN_LOG_INFO("sanstat service unavailable: %s", st.ToString().c_str());
   for (;;) {
     fds.clear();
     owners.clear();
@@ -129,6 +137,8 @@ void ConnectionThread::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
       fds.push_back(pollfd{control_.get(), POLLIN, 0});
+      owners.push_back(-1);
+      fds.push_back(pollfd{stat_.fd(), POLLIN, 0});  // -1 (ignored) if it could not open
       owners.push_back(-1);
       for (const Served& s : served_) {
         fds.push_back(pollfd{s.listener->fd(), POLLIN, 0});
@@ -145,7 +155,8 @@ void ConnectionThread::Run() {
       eventfd_t v;
       eventfd_read(control_.get(), &v);
     }
-    for (size_t i = 1; i < fds.size(); ++i) {
+    if (fds[1].revents) stat_.Serve(table_);
+    for (size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents) ServeRequests(owners[i]);
     }
     std::lock_guard<std::mutex> lock(mu_);

@@ -8,8 +8,11 @@
 //
 // Unclaimed channels are dropped when broken (the client gave up), when their listener closes, and
 // beyond kMaxPendingPerListener (further requests are rejected: the client falls back to TCP).
-// Thread-safety: all public methods are thread-safe. The thread starts with the first listener. In
-// a fork child the thread does not exist; the child's listeners serve plain TCP (see docs).
+// It also answers `sanstat` (stat_service.h) for the whole process.
+//
+// Thread-safety: all public methods are thread-safe. The thread starts with the process's first SAN
+// socket (EnsureRunning). In a fork child it does not exist until the child makes a SAN socket of
+// its own; listeners inherited from the parent stay served by the parent's thread.
 #pragma once
 
 #include <pthread.h>
@@ -23,6 +26,8 @@
 #include "fabric/provider.h"
 #include "proto/stream.h"
 #include "proto/wire.h"
+#include "socket/socket_table.h"
+#include "socket/stat_service.h"
 
 namespace san {
 
@@ -30,7 +35,10 @@ class ConnectionThread {
  public:
   static constexpr size_t kMaxPendingPerListener = 1024;
 
+  explicit ConnectionThread(SocketTable& table) : table_(table) {}
   ~ConnectionThread();
+  // Starts the thread (and the stat service) if this process has none yet.
+  Status EnsureRunning();
   // Serves `listener` for the listening socket `listen_fd`, whose bound address is `addr`.
   Status AddListener(int listen_fd, const sockaddr_storage& addr,
                      std::unique_ptr<fabric::Listener> listener, uint32_t provider_caps,
@@ -67,6 +75,8 @@ class ConnectionThread {
   void DropBrokenLocked();
   Status StartThreadLocked();
 
+  SocketTable& table_;
+  StatService stat_;  // touched by the thread only, once running
   std::mutex mu_;
   std::vector<Served> served_;
   std::vector<Pending> pending_;

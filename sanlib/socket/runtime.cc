@@ -14,7 +14,7 @@ Runtime& Runtime::Get() {
   return *runtime;
 }
 
-Runtime::Runtime() : config_(Config::Get()) {
+Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
   if (config_.provider == ProviderChoice::kShm || config_.provider == ProviderChoice::kAuto) {
     shm_ = fabric::GetProvider("shm");
     if (!shm_) shm_unavailable_ = "shm provider unavailable";

@@ -38,7 +38,7 @@ class Runtime {
   static void AtExit();
 
   const Config& config_;
-  SocketTable table_;
+  SocketTable table_;  // before connections_, which refers to it
   ConnectionThread connections_;
   CloseThread closer_;
   fabric::Provider* shm_ = nullptr;

@@ -99,9 +99,14 @@ void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string rea
 }
 
 SanSocket* Track(int fd, bool nonblocking) {
+  Runtime& rt = Runtime::Get();
+  // The connection thread answers sanstat for every SAN socket, listening or not.
+  if (Status st = rt.connections().EnsureRunning(); !st.ok()) {
+    SAN_LOG_WARN("connection thread: %s", st.ToString().c_str());
+  }
   auto* s = new SanSocket(fd);
   s->nonblocking.store(nonblocking);
-  if (!Runtime::Get().table().Insert(s)) {
+  if (!rt.table().Insert(s)) {
     delete s;  // beyond the table's range: stays a plain kernel socket
     return nullptr;
   }
