@@ -4,12 +4,19 @@
 // (FINACK), the peer's FIN arrived, and we acknowledged it. The phase is derived from them, so
 // there is no transition table to get out of step:
 //
-//   OPEN --shutdown/close: send FIN--> FIN_WAIT_1 --FINACK--> FIN_WAIT_2 --FIN: send FINACK--> CLOSED
+//   OPEN --close: send FIN--> FIN_WAIT_1 --FINACK--> FIN_WAIT_2 --FIN: send FINACK--> CLOSED
 //   OPEN --FIN: send FINACK--> CLOSE_WAIT --close: send FIN--> LAST_ACK --FINACK--> CLOSED
-//   FIN_WAIT_1 --FIN: send FINACK--> CLOSING --FINACK--> CLOSED
+//   FIN_WAIT_1 --FIN: send FINACK--> LAST_ACK (FINs crossed: TCP calls this CLOSING)
+//   ("close" is shutdown-write or close: either sends the one FIN.)
 //
-// Plain data; not thread-safe (the stream's lock guards it). Duplicate or unexpected FIN/FINACK from
-// the peer is a protocol error (EPROTO).
+// A FINACK needs a credit, so "send FINACK" may wait: CLOSE_WAIT and LAST_ACK cover that wait
+// (FINACK owed or sent, same phase), and once our FIN is acknowledged and only our FINACK is
+// missing the phase is CLOSING. Without history the phases name what is awaited: LAST_ACK = both
+// FINs are known and ours is unacknowledged; CLOSING = ours is acknowledged, our FINACK is not
+// sent.
+//
+// Plain data; not thread-safe (the stream's lock guards it). Duplicate or unexpected FIN/FINACK
+// from the peer is a protocol error (EPROTO).
 #pragma once
 
 #include "common/status.h"

@@ -1,5 +1,7 @@
 #include "proto/stream.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -76,6 +78,7 @@ struct StreamShared {
   bool fin_pending = false;  // FIN requested, waiting for the combine buffer to drain
   bool nodelay = false;
   int error = 0;
+  bool violated = false;  // the peer broke the protocol: nothing it sent after that is accepted
   std::atomic<uint32_t> users{1};
   uint32_t peer_buffer_size = 0;
 
@@ -111,8 +114,15 @@ class Stream::Locked {
     return Status(sh_.error, "san stream");
   }
   Status Error() const { return Status(sh_.error, "san stream"); }
+  // The peer broke the protocol (EPROTO, unless the connection had already failed otherwise).
+  Status Violation() {
+    sh_.violated = true;
+    return Fail(EPROTO);
+  }
 
-  std::byte* RecvBuffer(uint32_t i) const { return s_.recv_region_.addr + size_t{i} * s_.params_.mtu; }
+  std::byte* RecvBuffer(uint32_t i) const {
+    return s_.recv_region_.addr + size_t{i} * s_.params_.mtu;
+  }
   std::byte* Slot(uint32_t i) const { return s_.staging_region_.addr + size_t{i} * s_.params_.mtu; }
   uint32_t depth() const { return s_.params_.receive_depth(); }
 
@@ -200,50 +210,57 @@ class Stream::Locked {
 
   // Handles one received packet. Everything the peer controls is checked here.
   Status HandleRecv(const fabric::Completion& c) {
+    // Nothing behind a protocol violation is accepted (packets that landed after the violating
+    // one, reaped in the same batch). Other failures do not stop this: after a break the provider
+    // still reports the messages that had fully landed, e.g. a peer's whole stream and its FIN.
+    if (sh_.violated) return Error();
     if (c.error != 0) return Fail(ECONNRESET);
-    if (c.id >= depth() || !sh_.posted[c.id]) return Fail(EPROTO);
+    if (c.id >= depth() || !sh_.posted[c.id]) return Violation();
     const uint32_t buffer = static_cast<uint32_t>(c.id);
     sh_.posted[buffer] = 0;
-    if (c.length > s_.params_.mtu) return Fail(EPROTO);
+    if (c.length > s_.params_.mtu) return Violation();
     Result<Header> h = DecodeImm(c.imm);
-    if (!h.ok()) return Fail(EPROTO);
-    if (h->seq != sh_.recv_seq) return Fail(EPROTO);  // lost or reordered packet
+    if (!h.ok()) return Violation();
+    if (h->seq != sh_.recv_seq) return Violation();  // lost or reordered packet
     ++sh_.recv_seq;
     ++sh_.stats.packets_received;
-    if (h->type != PacketType::kWakeup && !sh_.wakeup_received) return Fail(EPROTO);
-    if (!sh_.window.Grant(h->credits).ok()) return Fail(EPROTO);
+    if (h->type != PacketType::kWakeup && !sh_.wakeup_received) return Violation();
+    // A WAKEUP's credits are granted after it opened the window: the peer may already have freed
+    // our WAKEUP's buffer, and Open() would otherwise overwrite that credit.
+    if (h->type != PacketType::kWakeup && !sh_.window.Grant(h->credits).ok()) return Violation();
     switch (h->type) {
       case PacketType::kData:
-        if (c.length == 0 || sh_.close.peer_fin()) return Fail(EPROTO);
-        if (!sh_.account.Arrived().ok()) return Fail(EPROTO);
+        if (c.length == 0 || sh_.close.peer_fin()) return Violation();
+        if (!sh_.account.Arrived().ok()) return Violation();
         sh_.rq[(sh_.rq_head + sh_.rq_count) % kMaxReceives] = RecvEntry{buffer, 0, c.length};
         ++sh_.rq_count;
         sh_.stats.bytes_received += c.length;
         return Status::Ok();
       case PacketType::kAck:
-        if (c.length != 0) return Fail(EPROTO);
+        if (c.length != 0) return Violation();
         return Repost(buffer);
       case PacketType::kWakeup: {
-        if (sh_.wakeup_received) return Fail(EPROTO);
+        if (sh_.wakeup_received) return Violation();
         Result<WakeupBody> body = DecodeWakeup(RecvBuffer(buffer), c.length);
-        if (!body.ok()) return Fail(EPROTO);
-        if (!sh_.account.Arrived().ok()) return Fail(EPROTO);
-        if (!sh_.window.Open(body->window, sh_.wakeup_sent ? 1 : 0).ok()) return Fail(EPROTO);
+        if (!body.ok()) return Violation();
+        if (!sh_.account.Arrived().ok()) return Violation();
+        if (!sh_.window.Open(body->window, sh_.wakeup_sent ? 1 : 0).ok()) return Violation();
+        if (!sh_.window.Grant(h->credits).ok()) return Violation();
         sh_.peer_buffer_size = body->buffer_size;
-        sh_.acks.set_threshold(EffectiveAckThreshold(s_.params_.ack_threshold, s_.params_.window,
-                                                     body->ack_reserve));
+        sh_.acks.set_threshold(
+            EffectiveAckThreshold(s_.params_.ack_threshold, s_.params_.window, body->ack_reserve));
         sh_.wakeup_received = true;
         return ReleaseCredited(buffer);
       }
       case PacketType::kFin:
-        if (c.length != 0 || !sh_.close.PeerFin().ok()) return Fail(EPROTO);
+        if (c.length != 0 || !sh_.close.PeerFin().ok()) return Violation();
         return Repost(buffer);
       case PacketType::kFinAck:
-        if (c.length != 0 || !sh_.account.Arrived().ok()) return Fail(EPROTO);
-        if (!sh_.close.PeerFinAck().ok()) return Fail(EPROTO);
+        if (c.length != 0 || !sh_.account.Arrived().ok()) return Violation();
+        if (!sh_.close.PeerFinAck().ok()) return Violation();
         return ReleaseCredited(buffer);
     }
-    return Fail(EPROTO);
+    return Violation();
   }
 
   // Reaps every completion that is there and updates state; sends nothing itself except reposted
@@ -323,8 +340,8 @@ class Stream::Locked {
           memcpy(Slot(slot) + bytes, piece.iov_base, piece.iov_len);
           bytes += piece.iov_len;
         }
-        segs[nsegs++] = fabric::Segment{Slot(slot), static_cast<uint32_t>(bytes),
-                                        s_.staging_region_.key};
+        segs[nsegs++] =
+            fabric::Segment{Slot(slot), static_cast<uint32_t>(bytes), s_.staging_region_.key};
         id = kStagingTag | static_cast<uint64_t>(slot);
       }
       Status st = PostData(segs, nsegs, id, static_cast<uint32_t>(bytes));
@@ -364,6 +381,7 @@ class Stream::Locked {
     }
     std::byte* dst = Slot(sh_.fill_slot) + sh_.fill_len;
     for (int i = 0; i < iovcnt; ++i) {
+      if (iov[i].iov_len == 0) continue;  // its base may be null: memcpy's is never
       memcpy(dst, iov[i].iov_base, iov[i].iov_len);
       dst += iov[i].iov_len;
     }
@@ -373,8 +391,8 @@ class Stream::Locked {
   }
 
   Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek) {
+    Reap();  // first: credits that came back are what lets the flush below go out
     if (sh_.fill_len > 0) FlushCombined();  // SOVIA flush point: the application reads
-    Reap();
     size_t copied = 0;
     uint32_t index = sh_.rq_head;
     uint32_t left = sh_.rq_count;
@@ -422,7 +440,9 @@ Stream::Stream(std::unique_ptr<fabric::Endpoint> endpoint, uint32_t caps,
                const StreamParams& params)
     : endpoint_(std::move(endpoint)), caps_(caps), params_(params) {}
 
-Stream::~Stream() = default;
+Stream::~Stream() {
+  if (shared_) munmap(shared_, sizeof(StreamShared));
+}
 
 fabric::EndpointAttr Stream::EndpointAttrFor(const StreamParams& params) {
   fabric::EndpointAttr attr;
@@ -440,9 +460,14 @@ Result<std::unique_ptr<Stream>> Stream::Create(std::unique_ptr<fabric::Endpoint>
     return Status(EINVAL, "stream parameters");
   }
   std::unique_ptr<Stream> s(new Stream(std::move(endpoint), provider_caps, params));
-  Result<fabric::MemoryRegion> state = s->endpoint_->AllocateBuffer(sizeof(StreamShared));
-  if (!state.ok()) return state.status();
-  s->shared_ = new (state->addr) StreamShared();
+  // The state block must not be in the endpoint's buffers: the peer can write those at any time
+  // (a scribbled lock, rq_head or fill_slot meant a hang or a wild read/write). An anonymous
+  // MAP_SHARED mapping is ours alone and still shared with a fork child, like fabric/shm's
+  // LocalState (DESIGN.md "Security and bad input").
+  void* state = mmap(nullptr, sizeof(StreamShared), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (state == MAP_FAILED) return Status::FromErrno("mmap(stream state)");
+  s->shared_ = new (state) StreamShared();
   Result<fabric::MemoryRegion> recv =
       s->endpoint_->AllocateBuffer(size_t{params.receive_depth()} * params.mtu);
   if (!recv.ok()) return recv.status();
@@ -507,6 +532,7 @@ size_t Stream::Available() {
 
 Status Stream::Flush() {
   Locked l(*this);
+  l.Reap();  // credits waiting in the completion queue count
   Status st = l.FlushCombined();
   return st.would_block() ? Status::Ok() : st;
 }
@@ -516,7 +542,9 @@ bool Stream::FlushIfDue(uint64_t now_ns) {
   Locked l(*this, std::adopt_lock);
   StreamShared& sh = l.sh();
   if (sh.fill_len == 0) return false;
-  if (now_ns - sh.fill_since_ns < uint64_t{params_.combine_timer_us} * 1000) return true;
+  // Not `now - since < timer`: a caller that read the clock before the data was buffered would
+  // wrap around and flush at once.
+  if (now_ns < sh.fill_since_ns + uint64_t{params_.combine_timer_us} * 1000) return true;
   l.Reap();
   l.FlushCombined();
   return sh.fill_len > 0;
@@ -553,8 +581,8 @@ bool Stream::Finished() {
   const StreamShared& sh = l.sh();
   // Our FIN is acknowledged (so everything before it arrived) and we owe nothing: the peer's own
   // FIN is not waited for, as a kernel socket in FIN_WAIT_2 holds no application state either.
-  return sh.close.fin_sent() && sh.close.fin_acked() && !sh.close.finack_owed() && !sh.fin_pending &&
-         sh.fill_len == 0;
+  return sh.close.fin_sent() && sh.close.fin_acked() && !sh.close.finack_owed() &&
+         !sh.fin_pending && sh.fill_len == 0;
 }
 
 void Stream::Abort() {
@@ -574,7 +602,7 @@ bool Stream::DropUser() { return shared_->users.fetch_sub(1, std::memory_order_a
 void Stream::SetNoDelay(bool nodelay) {
   Locked l(*this);
   l.sh().nodelay = nodelay || !params_.combine.enabled;
-  if (l.sh().nodelay) l.SendPending();  // setting TCP_NODELAY pushes what is buffered
+  if (l.sh().nodelay) l.Progress();  // setting TCP_NODELAY pushes what is buffered
 }
 
 bool Stream::nodelay() {
@@ -589,6 +617,7 @@ StreamStats Stream::Stats() {
   s.window = l.sh().window.window();
   s.mtu = l.sh().peer_buffer_size ? l.PacketMax() : params_.mtu;
   s.phase = l.sh().close.phase();
+  s.fin_pending = l.sh().fin_pending;
   return s;
 }
 

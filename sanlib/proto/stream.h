@@ -3,15 +3,20 @@
 // It turns byte-stream operations into packets and back: DATA split at the MTU, the sliding window
 // and delayed/piggybacked ACKs (flow_control.h), small-message combining (combiner.h), the FIN
 // handshake (close_state.h), the WAKEUP exchange, and the checks on everything the peer sends
-// (sequence numbers, lengths, credits, buffer ids) -- any violation aborts the connection with
-// ECONNRESET, never more.
+// (sequence numbers, lengths, credits, buffer ids) -- any violation aborts the connection, never
+// more: this side's sticky error is EPROTO (the socket layer reports it as ECONNRESET), the peer
+// sees ECONNRESET, and nothing that arrived behind the violating packet is delivered. (A break
+// that is not a violation still delivers everything that had landed before it.)
 //
-// Progress is made by whichever thread calls in (SOVIA-SINGLE); nothing here blocks or sleeps: "would
-// block" is Status EAGAIN, and the socket layer decides whether to spin or sleep on the doorbell.
+// Progress is made by whichever thread calls in (SOVIA-SINGLE); nothing here blocks or sleeps:
+// "would block" is Status EAGAIN, and the socket layer decides whether to spin or sleep on the
+// doorbell.
 //
-// Where state lives: every mutable field is in a StreamShared block inside the endpoint's shared
-// memory, next to the receive and staging buffers, so a fork() child that inherits the connection
-// sees exactly what the parent sees. The Stream object itself only holds pointers and constants.
+// Where state lives: every mutable field is in a StreamShared block in an anonymous MAP_SHARED
+// mapping of its own (not in the endpoint's buffers, which the peer can write), and the receive
+// and staging buffers are the endpoint's shared memory, so a fork() child that inherits the
+// connection sees exactly what the parent sees. The Stream object only holds pointers and
+// constants.
 //
 // Thread-safety: every public method takes the stream's process-shared lock; any number of threads
 // (and processes, after fork) may call concurrently. Ownership: owns the Endpoint.
@@ -42,11 +47,11 @@ struct StreamParams {
 
 // What poll() would report, from the stream's own state.
 struct Readiness {
-  bool readable = false;   // data queued, or EOF, or error
-  bool writable = false;   // a send would accept at least one byte now
-  bool peer_closed = false;  // FIN received (POLLRDHUP)
-  bool write_closed = false; // we sent FIN (shutdown-write or close)
-  int error = 0;           // sticky connection error (ECONNRESET, EPROTO...), 0 if none
+  bool readable = false;      // data queued, or EOF, or error
+  bool writable = false;      // a send would accept at least one byte now
+  bool peer_closed = false;   // FIN received (POLLRDHUP)
+  bool write_closed = false;  // we sent FIN (shutdown-write or close)
+  int error = 0;              // sticky connection error (ECONNRESET, EPROTO...), 0 if none
 };
 
 struct StreamStats {
@@ -59,6 +64,7 @@ struct StreamStats {
   uint32_t window = 0;
   uint32_t mtu = 0;
   ClosePhase phase = ClosePhase::kOpen;
+  bool fin_pending = false;  // FIN requested but not posted yet (waits for the combine buffer)
 };
 
 struct StreamShared;  // stream.cc: the state block in shared memory
@@ -69,8 +75,7 @@ class Stream {
   // receives. Call before Endpoint::Connect/Accept. The endpoint's EndpointAttr must come from
   // EndpointAttrFor(params).
   static Result<std::unique_ptr<Stream>> Create(std::unique_ptr<fabric::Endpoint> endpoint,
-                                                uint32_t provider_caps,
-                                                const StreamParams& params);
+                                                uint32_t provider_caps, const StreamParams& params);
   // The EndpointAttr a stream with these parameters needs.
   static fabric::EndpointAttr EndpointAttrFor(const StreamParams& params);
   ~Stream();
@@ -89,7 +94,8 @@ class Stream {
   // Bytes queued for reading right now (FIONREAD).
   size_t Available();
 
-  // Posts any combined data now (recv/poll/close flush points and the timer).
+  // Posts any combined data now (recv/poll/close flush points and the timer), using credits
+  // waiting in the completion queue; without credit it stays buffered (not an error).
   Status Flush();
   // Posts combined data whose timer has run out; returns whether bytes are still buffered (not yet
   // due, no credit, or the lock was busy). Cheap when there are none.
@@ -104,7 +110,10 @@ class Stream {
   Status Progress();
 
   Readiness GetReadiness();
-  // The FIN handshake is complete in both directions and nothing is left to send: safe to release.
+  // Our FIN is acknowledged (so everything we sent arrived) and we owe the peer nothing (no
+  // FINACK, no buffered data): safe to release. The peer's FIN is not waited for, as a kernel
+  // socket in FIN_WAIT_2 holds no application state either. Releasing breaks the link: the peer
+  // still reads everything and then EOF, but its later sends fail with ECONNRESET.
   bool Finished();
   // Abortive close: the peer sees ECONNRESET. Used for close with unread data and at exit.
   void Abort();

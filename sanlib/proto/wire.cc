@@ -134,6 +134,10 @@ void FillAddress(int family, const uint8_t* bytes, uint16_t port, sockaddr_stora
 
 fabric::ConnectData EncodeConnectRequest(const FourTuple& tuple) {
   fabric::ConnectData d;
+  // Both addresses must be canonical and of one family; anything else would be encoded as bytes
+  // of the wrong address, so it becomes the empty request, which every decoder rejects.
+  const int family = tuple.client.ss_family;
+  if ((family != AF_INET && family != AF_INET6) || tuple.server.ss_family != family) return d;
   const uint8_t* client_bytes;
   const uint8_t* server_bytes;
   uint16_t client_port, server_port;

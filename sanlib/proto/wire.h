@@ -50,7 +50,8 @@ void EncodeWakeup(const WakeupBody& body, std::byte out[WakeupBody::kSize]);
 Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length);
 
 // The connection request a SAN client hands to the listener's rendezvous (fabric ConnectData):
-// the 4-tuple of the kernel TCP connection it is about to make, by which accept() finds the channel.
+// the 4-tuple of the kernel TCP connection it is about to make, by which accept() finds the
+// channel.
 //   byte 0      version (1)
 //   byte 1      family (4 or 6)
 //   bytes 2..3  client port, 4..5 server port (network order)
@@ -60,6 +61,8 @@ struct FourTuple {
   sockaddr_storage server{};  // the address it connects to
 };
 
+// Both addresses must be canonical (CanonicalAddress) and of one family; otherwise the result is
+// the empty request (length 0), which DecodeConnectRequest rejects.
 fabric::ConnectData EncodeConnectRequest(const FourTuple& tuple);
 Result<FourTuple> DecodeConnectRequest(const fabric::ConnectData& data);
 // IPv4-mapped IPv6 addresses become plain IPv4, so a dual-stack listener and an IPv4 client agree.
