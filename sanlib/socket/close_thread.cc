@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <thread>
 
 #include "common/clock.h"
@@ -87,6 +88,10 @@ void CloseThread::AfterForkChild() {
   }
   closing_.clear();
   timed_.clear();
+  // The parent's thread was (almost always) waiting on cv_: the child's copy still counts that
+  // waiter, and the next notify would wait forever for it. Start the child with a fresh one (not
+  // destroyed first: destroying a condvar with waiters blocks as well).
+  new (&cv_) std::condition_variable();
   mu_.unlock();
 }
 
@@ -118,8 +123,11 @@ size_t CloseThread::Drain(uint32_t max_wait_ms) {
       size_t unfinished = 0;
       for (auto& c : closing_) {
         // Once FIN is posted, everything before it is in the peer's buffers: exiting loses nothing.
+        // The phase leaves kOpen when the FIN is requested, not when it is posted: a FIN behind
+        // combined bytes waits for a credit, and exiting then would lose both.
         c.stream->Progress();
-        if (!c.stream->Finished() && c.stream->Stats().phase == proto::ClosePhase::kOpen) {
+        if (c.stream->Stats().fin_pending && c.stream->GetReadiness().error == 0 &&
+            !c.stream->endpoint().broken()) {
           ++unfinished;
         }
       }

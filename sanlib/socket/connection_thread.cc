@@ -115,8 +115,15 @@ void ConnectionThread::AfterForkChild() {
 }
 
 void ConnectionThread::DropBrokenLocked() {
+  // A client that is gone may have finished its whole exchange before accept() (sent, closed,
+  // exited): what it posted and its FIN are in our buffers. Keep those for accept(), as the kernel
+  // keeps a finished connection in its accept queue; drop only channels with nothing to deliver.
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [](Pending& p) { return p.stream->endpoint().broken(); }),
+                                [](Pending& p) {
+                                  if (!p.stream->endpoint().broken()) return false;
+                                  return p.stream->Available() == 0 &&
+                                         !p.stream->GetReadiness().peer_closed;
+                                }),
                  pending_.end());
 }
 

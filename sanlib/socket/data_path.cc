@@ -2,6 +2,8 @@
 // block, with the kernel's partial-transfer, EOF and error semantics.
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/clock.h"
@@ -21,10 +23,33 @@ SanSocket* ShmSocket(int fd) {
   return nullptr;
 }
 
+constexpr uint64_t kNoDeadline = ~uint64_t{0};
+
+// One application call's SO_RCVTIMEO / SO_SNDTIMEO clock, however many Drives the call takes.
+struct CallDeadline {
+  uint64_t first_wait_ns = 0;  // when the call first found it would block
+  uint64_t deadline_ns = 0;    // 0: not looked up yet (done only when about to sleep)
+};
+
+// When a blocking call that started waiting at `start` must give up: SO_RCVTIMEO / SO_SNDTIMEO
+// live on the kernel socket (setsockopt passes them through); the kernel's recv/send honour them.
+uint64_t TimeoutDeadline(SanSocket& s, bool want_write, uint64_t start) {
+  timeval tv{};
+  socklen_t len = sizeof tv;
+  const int name = want_write ? SO_SNDTIMEO : SO_RCVTIMEO;
+  if (kernel::getsockopt(s.fd, SOL_SOCKET, name, &tv, &len) != 0 ||
+      (tv.tv_sec <= 0 && tv.tv_usec <= 0)) {
+    return kNoDeadline;
+  }
+  return start + static_cast<uint64_t>(tv.tv_sec) * 1000000000 +
+         static_cast<uint64_t>(tv.tv_usec) * 1000;
+}
+
 // Runs a nonblocking stream operation until it does something: spin for SAN_SPIN_US, then sleep on
-// the doorbell. Returns the operation's own result, EAGAIN if nonblocking, EINTR on a signal.
+// the doorbell. Returns the operation's own result, EAGAIN if nonblocking or when the socket's
+// timeout (`call`) passes, EINTR on a signal.
 template <typename Op>
-Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, Op op) {
+Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadline* call, Op op) {
   const uint64_t spin_ns = uint64_t{Runtime::Get().config().spin_us} * 1000;
   uint64_t spin_until = 0;
   for (;;) {
@@ -32,13 +57,26 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, Op op) {
     WakeSleepers(s);  // whatever this attempt reaped may be what another thread waits for
     if (r.ok() || !r.status().would_block() || nonblocking) return r;
     const uint64_t now = NowNs();
+    if (call->first_wait_ns == 0) call->first_wait_ns = now;
     if (spin_until == 0) spin_until = now + spin_ns;
     if (now < spin_until) {
       CpuRelax();
       continue;
     }
-    Status st = SleepOnSocket(s, want_write, -1);
-    if (!st.ok()) return st;
+    // About to sleep: only now is the timeout looked up (a syscall), so spinning stays cheap.
+    if (call->deadline_ns == 0) {
+      call->deadline_ns = TimeoutDeadline(s, want_write, call->first_wait_ns);
+    }
+    if (now >= call->deadline_ns) {
+      return Status(EAGAIN, want_write ? "SO_SNDTIMEO" : "SO_RCVTIMEO");
+    }
+    int timeout_ms = -1;
+    if (call->deadline_ns != kNoDeadline) {
+      timeout_ms = static_cast<int>(
+          std::min<uint64_t>((call->deadline_ns - now + 999999) / 1000000, INT32_MAX));
+    }
+    Status st = SleepOnSocket(s, want_write, timeout_ms);
+    if (!st.ok() && st.code() != ETIMEDOUT) return st;  // ETIMEDOUT: the loop checks the deadline
   }
 }
 
@@ -46,6 +84,9 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, Op op) {
 int ConnectionErrno(SanSocket& s, int code, bool sending) {
   if (code == EPIPE) return EPIPE;
   if (s.error_reported.exchange(true)) return sending ? EPIPE : 0;
+  // Broken after the peer's FIN (it closed, then its side went away): TCP's RST in CLOSE_WAIT,
+  // which the kernel reports as EPIPE, never ECONNRESET (tcp_reset()); reading gives EOF.
+  if (s.stream->GetReadiness().peer_closed) return sending ? EPIPE : 0;
   return code == ECONNRESET || code == EPROTO ? ECONNRESET : code;
 }
 
@@ -76,9 +117,10 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
   std::vector<iovec> rest(iov, iov + iovcnt);
   size_t first = 0;
   size_t total = 0;
+  CallDeadline deadline;
   for (;;) {
     bool buffered = false;
-    Result<size_t> r = Drive(*s, true, nonblocking, [&] {
+    Result<size_t> r = Drive(*s, true, nonblocking, &deadline, [&] {
       return s->stream->Send(rest.data() + first, static_cast<int>(rest.size() - first), &buffered);
     });
     if (buffered && s->stream->TryArmTimer()) Runtime::Get().closer().ArmTimer(s->stream.get());
@@ -117,29 +159,43 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   }
   size_t want = 0;
   for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
-  if (s->read_shut.load()) return 0;
-  if (want == 0) return 0;
-  const bool peek = flags & MSG_PEEK;
-  const bool nonblocking = (flags & MSG_DONTWAIT) || s->nonblocking.load(std::memory_order_relaxed);
+  // A zero-length read waits like any other (for data, EOF or an error; EAGAIN if nonblocking)
+  // and then returns 0, as tcp_recvmsg does: a one-byte peek stands in for it.
+  char probe_byte;
+  const iovec probe{&probe_byte, 1};
+  const bool probing = want == 0;
+  if (probing) {
+    iov = &probe;
+    iovcnt = 1;
+  }
+  // After shutdown(SHUT_RD) Linux still delivers what is queued (and what arrives later); only an
+  // empty queue reads as EOF instead of blocking.
+  const bool read_shut = s->read_shut.load();
+  const bool peek = (flags & MSG_PEEK) || probing;
+  const bool nonblocking = read_shut || (flags & MSG_DONTWAIT) ||
+                           s->nonblocking.load(std::memory_order_relaxed);
   const bool waitall = (flags & MSG_WAITALL) && !peek && !nonblocking;
   std::vector<iovec> rest;
   if (waitall) rest.assign(iov, iov + iovcnt);
   size_t first = 0;
   size_t total = 0;
+  CallDeadline deadline;
   for (;;) {
-    Result<size_t> r = Drive(*s, false, nonblocking, [&] {
+    Result<size_t> r = Drive(*s, false, nonblocking, &deadline, [&] {
       if (!waitall) return s->stream->Recv(iov, iovcnt, peek);
       return s->stream->Recv(rest.data() + first, static_cast<int>(rest.size() - first), false);
     });
     if (!r.ok()) {
       if (total > 0) return static_cast<ssize_t>(total);
       int err = r.status().code();
+      if (err == EAGAIN && read_shut) return 0;
       if (err != EAGAIN && err != EINTR) err = ConnectionErrno(*s, err, false);
       if (err == 0) return 0;
       errno = err;
       return -1;
     }
     size_t n = r.value();
+    if (probing) return 0;
     if (!waitall || n == 0) return static_cast<ssize_t>(total + n);  // n == 0: EOF
     total += n;
     while (first < rest.size() && n >= rest[first].iov_len) n -= rest[first++].iov_len;

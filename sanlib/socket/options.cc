@@ -32,9 +32,11 @@ int TakeSanError(SanSocket& s) {
     s.error_reported.store(true);
     return err;
   }
-  const int err = s.stream->GetReadiness().error;
-  if (err == 0 || s.error_reported.exchange(true)) return 0;
-  return err == EPROTO ? ECONNRESET : err;
+  const proto::Readiness r = s.stream->GetReadiness();
+  if (r.error == 0 || s.error_reported.exchange(true)) return 0;
+  // Broken after the peer's FIN: TCP's RST in CLOSE_WAIT, which the kernel reports as EPIPE.
+  if (r.peer_closed) return EPIPE;
+  return r.error == EPROTO ? ECONNRESET : r.error;
 }
 
 }  // namespace

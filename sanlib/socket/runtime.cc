@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "fabric/registry.h"
 #include "socket/socket_ops.h"
@@ -49,9 +50,12 @@ void Runtime::AtExit() {
   // The kernel would send FIN for every socket still open: so do we, then give the FINs (and any
   // combined bytes) a bounded chance to be posted. Nothing posted is lost when we exit: it is in
   // the peer's buffers already.
-  ShutdownAllForExit();
   Runtime& rt = Get();
-  size_t left = rt.closer_.Drain(rt.config_.linger_ms);
+  const uint64_t start = NowNs();
+  ShutdownAllForExit();  // waits (bounded by the linger) for their FINs to be posted
+  const uint64_t spent_ms = (NowNs() - start) / 1000000;
+  size_t left = rt.closer_.Drain(
+      spent_ms >= rt.config_.linger_ms ? 0 : rt.config_.linger_ms - static_cast<uint32_t>(spent_ms));
   if (left) SAN_LOG_WARN("exit: %zu connection(s) could not post their FIN in time", left);
 }
 

@@ -42,6 +42,13 @@ struct SanSocket {
   // them (the doorbell only rings for the peer's packets). An eventfd, made on first need.
   std::atomic<int> wake_fd{-1};
   std::atomic<int> sleepers{0};
+  // Which processes still hold the connection (fork): each holds a copy of `holders_write`, taken
+  // by fork() atomically and dropped by the kernel at exit, _exit and exec (CLOEXEC), so once our
+  // copy is closed `holders_read` polls POLLHUP iff no other process holds it any more. A shared
+  // count would leak on _exit/exec and race a parent that closes before the child ran its atfork
+  // handler. Made when the stream is settled; invalid if that failed (then the count is used).
+  UniqueFd holders_read;
+  UniqueFd holders_write;
 
   ~SanSocket() {
     if (wake_fd.load() >= 0) UniqueFd closer(wake_fd.load());

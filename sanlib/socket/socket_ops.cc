@@ -1,9 +1,14 @@
 // Connection life cycle: socket, listen, accept, connect, shutdown, close, exit and fork hooks.
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "san/san.h"
 #include "proto/wire.h"
@@ -89,6 +94,11 @@ Result<std::unique_ptr<proto::Stream>> SetUpChannel(SanSocket& s, fabric::Provid
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason) {
   if (stream) {
     if (s.nodelay_requested) stream->SetNoDelay(true);
+    int holders[2];
+    if (pipe2(holders, O_CLOEXEC | O_NONBLOCK) == 0) {
+      s.holders_read.reset(holders[0]);
+      s.holders_write.reset(holders[1]);
+    }
     s.stream = std::move(stream);
     s.mode.store(SocketMode::kShm, std::memory_order_release);
   } else {
@@ -172,6 +182,10 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   if (!s) return nfd;
   std::unique_ptr<proto::Stream> stream;
   std::string reason = "peer did not set up a SAN channel (not a sanlib client, or not local)";
+  // This side has no SAN at all (SAN_PROVIDER=off, no provider): that is the reason, as on the
+  // client side (docs/sockets.md, fallback reasons).
+  std::string no_san;
+  if (!rt.ListenProvider(&no_san)) reason = no_san;
   Result<sockaddr_storage> local = LocalAddress(nfd);
   Result<sockaddr_storage> peer = PeerAddress(nfd);
   if (local.ok() && peer.ok()) {
@@ -239,6 +253,19 @@ int Shutdown(int fd, int how) {
   return 0;
 }
 
+namespace {
+
+// Drops this process's hold on the connection; true if no other process holds it any more (the
+// caller is the one to close it). See SanSocket::holders_write.
+bool DropOwnHold(SanSocket& s, proto::Stream& stream) {
+  if (!s.holders_read.valid()) return stream.DropUser();
+  s.holders_write.reset();
+  pollfd p{s.holders_read.get(), POLLIN, 0};
+  return kernel::poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
+}
+
+}  // namespace
+
 int Close(int fd) {
   Runtime& rt = Runtime::Get();
   SanSocket* s = rt.table().Remove(fd);
@@ -246,7 +273,7 @@ int Close(int fd) {
   if (s->listening.load()) rt.connections().RemoveListener(fd);
   if (std::unique_ptr<proto::Stream> stream = std::move(s->stream)) {
     rt.closer().Forget(stream.get());
-    if (!stream->DropUser()) {
+    if (!DropOwnHold(*s, *stream)) {
       // Another process (fork) still holds the connection: only our view of it goes.
       delete s;
       return kernel::close(fd);
@@ -271,19 +298,40 @@ void ShutdownAllForExit() {
   rt.table().ForEach([&](SanSocket* s) {
     if (s->stream) fds.push_back(s->fd);
   });
+  std::vector<proto::Stream*> shut;
   for (int fd : fds) {
     if (SanSocket* s = rt.table().Find(fd)) {
       if (s->stream) {
         rt.closer().Forget(s->stream.get());
-        if (s->stream->DropUser()) s->stream->ShutdownWrite();  // flushes, then FIN
+        if (DropOwnHold(*s, *s->stream)) {
+          s->stream->ShutdownWrite();  // flushes, then FIN
+          shut.push_back(s->stream.get());
+        }
       }
     }
+  }
+  // Bytes still in a combine buffer go out only with a credit, and the FIN after them: wait for
+  // the peer to return one (bounded by the linger). Once the FIN is posted, everything before it is
+  // in the peer's buffers and exiting loses nothing.
+  const uint64_t deadline = NowNs() + uint64_t{rt.config().linger_ms} * 1000000;
+  for (;;) {
+    shut.erase(std::remove_if(shut.begin(), shut.end(),
+                              [](proto::Stream* st) {
+                                st->Progress();
+                                return !st->Stats().fin_pending || st->GetReadiness().error != 0 ||
+                                       st->endpoint().broken();
+                              }),
+               shut.end());
+    if (shut.empty() || NowNs() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 
 void NoteForkChild() {
   // Connection state is in shared memory, so the child's view is the parent's; it becomes one more
   // user of every connection it inherited, and the connection lives until the last user closes.
+  // (Who is last is decided by SanSocket::holders_write; this count is only the fallback for a
+  // socket whose holders pipe could not be made.)
   Runtime::Get().table().ForEach([](SanSocket* s) {
     if (s->stream) s->stream->AddUser();
   });

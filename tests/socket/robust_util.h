@@ -1,0 +1,430 @@
+// Helpers for the multi-process socket tests (fork_test.cc, robustness_test.cc): child processes
+// that are always reaped and always bounded in time, SAN listeners/clients on loopback, a stream
+// pattern that a receiver can verify position by position, and views of /proc that show which
+// segments and rendezvous sockets a process still holds.
+//
+// Every wait here has a deadline. A child arms alarm() first thing, so a hung child dies on its
+// own; the parent kills (SIGKILL) and reaps any child it stops waiting for. A Watchdog ends the
+// whole test process if a test body itself hangs (a blocking san_* call that never returns).
+//
+// Thread-safety: none needed (test code); Watchdog uses its own thread.
+#pragma once
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "san/san.h"
+
+namespace san::testing {
+
+inline uint64_t NowMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+inline void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Polls `pred` until it holds or `timeout_ms` passes; returns its last value.
+inline bool WaitUntil(const std::function<bool()>& pred, int timeout_ms, int step_ms = 5) {
+  const uint64_t end = NowMs() + static_cast<uint64_t>(timeout_ms);
+  for (;;) {
+    if (pred()) return true;
+    if (NowMs() >= end) return false;
+    SleepMs(step_ms);
+  }
+}
+
+// Ends the process if the test that created it is still running after `seconds`: a hang becomes
+// a clear failure instead of a ctest timeout.
+class Watchdog {
+ public:
+  explicit Watchdog(int seconds, const char* what = "test") : what_(what) {
+    thread_ = std::thread([this, seconds] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) {
+        std::fprintf(stderr, "WATCHDOG: %s still running after %d s: hung\n", what_, seconds);
+        std::fflush(stderr);
+        _exit(99);
+      }
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  const char* what_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// Fork children that leave through exit() (to run sanlib's exit hook) would fail LeakSanitizer's
+// end-of-process check for memory they can never free: heap blocks referenced only from the
+// stacks of the parent's threads (which do not exist in the child) and the parent's closing
+// streams, which the child deliberately releases. Under ASan such children end with _exit() from
+// an atexit handler registered before sanlib's (so it runs after sanlib's hook, before LSan's
+// check); the parent keeps its full leak check. Call ChildExit(code) instead of exit(code).
+inline pid_t g_main_pid = 0;
+inline int g_child_exit_code = 0;
+[[noreturn]] inline void ChildExit(int code) {
+  g_child_exit_code = code;
+  exit(code);
+}
+#if defined(__SANITIZE_ADDRESS__)
+inline void SkipLeakCheckInChild() {
+  if (getpid() != g_main_pid) _exit(g_child_exit_code);
+}
+inline const bool kChildLeakCheckSkipped = [] {
+  g_main_pid = getpid();
+  return atexit(&SkipLeakCheckInChild) == 0;
+}();
+#endif
+
+// A forked child running `body`; its return value is the exit code. The child arms alarm() so it
+// dies by itself if it hangs. The destructor kills and reaps a child nobody waited for.
+class Child {
+ public:
+  static constexpr unsigned kAlarmSeconds = 25;
+
+  Child() = default;
+  explicit Child(const std::function<int()>& body, unsigned alarm_s = kAlarmSeconds) {
+    Start(body, alarm_s);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() { Kill(); }
+
+  void Start(const std::function<int()>& body, unsigned alarm_s = kAlarmSeconds) {
+    std::fflush(nullptr);  // no duplicated stdio buffers in the child
+    pid_ = fork();
+    if (pid_ == 0) {
+      alarm(alarm_s);
+      _exit(body());
+    }
+  }
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+
+  // Waits up to timeout_ms; returns the raw wait status, or -1 after a timeout (the child is then
+  // killed and reaped).
+  int Wait(int timeout_ms) {
+    if (pid_ <= 0) return status_;
+    const uint64_t end = NowMs() + static_cast<uint64_t>(timeout_ms);
+    for (;;) {
+      int st = 0;
+      pid_t r = waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        status_ = st;
+        return st;
+      }
+      if (r < 0 && errno != EINTR) {
+        pid_ = -1;
+        return status_ = -2;
+      }
+      if (NowMs() >= end) {
+        Kill();
+        return status_ = -1;
+      }
+      SleepMs(2);
+    }
+  }
+  // Exit code, or 128 + signal, or -1 on timeout.
+  int WaitCode(int timeout_ms) { return Code(Wait(timeout_ms)); }
+  static int Code(int st) {
+    if (st < 0) return st;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return -3;
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int st = 0;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    status_ = st;
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+// A pipe for passing small fixed-size messages between a parent and its child, with deadlines.
+class Channel {
+ public:
+  Channel() {
+    if (pipe2(fds_, O_CLOEXEC) != 0) fds_[0] = fds_[1] = -1;
+  }
+  ~Channel() {
+    if (fds_[0] >= 0) close(fds_[0]);
+    if (fds_[1] >= 0) close(fds_[1]);
+  }
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  template <typename T>
+  bool Put(const T& v) {
+    return write(fds_[1], &v, sizeof v) == static_cast<ssize_t>(sizeof v);
+  }
+  // False on timeout, EOF or error.
+  template <typename T>
+  bool Get(T* v, int timeout_ms) {
+    auto* p = reinterpret_cast<char*>(v);
+    size_t got = 0;
+    const uint64_t end = NowMs() + static_cast<uint64_t>(timeout_ms);
+    while (got < sizeof(T)) {
+      const uint64_t now = NowMs();
+      if (now >= end) return false;
+      pollfd pfd{fds_[0], POLLIN, 0};
+      int rc = poll(&pfd, 1, static_cast<int>(end - now));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc <= 0) return false;
+      ssize_t n = read(fds_[0], p + got, sizeof(T) - got);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        return false;
+      }
+      got += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+ private:
+  int fds_[2];
+};
+
+inline sockaddr_in Loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+// A SAN listener on 127.0.0.1, ephemeral port. -1 on failure.
+inline int SanListener(uint16_t* port) {
+  int fd = san_socket(AF_INET, SOCK_SAN, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a = Loopback(0);
+  if (san_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || san_listen(fd, 64) != 0) {
+    san_close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof a;
+  san_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+inline int SanConnect(uint16_t port, int type_flags = 0) {
+  int fd = san_socket(AF_INET, SOCK_SAN | type_flags, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a = Loopback(port);
+  if (san_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    san_close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+inline bool IsShm(int fd) {
+  san_info info{};
+  return san_getinfo(fd, &info) == 0 && info.mode == SAN_MODE_SHM;
+}
+
+inline void SetNoDelay(int fd) {
+  int one = 1;
+  san_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// The byte stream every transfer uses: byte i is table[i % kPeriod], the table being pseudo-random
+// and its period a prime, so a lost, repeated or reordered piece shows up at its exact position.
+class Pattern {
+ public:
+  static constexpr size_t kPeriod = 1048573;  // prime, just under 1 MiB
+
+  static const Pattern& Get() {
+    static const Pattern* p = new Pattern();
+    return *p;
+  }
+  // Fills `out` with stream bytes [pos, pos + len).
+  void Fill(uint64_t pos, void* out, size_t len) const {
+    auto* o = static_cast<uint8_t*>(out);
+    while (len > 0) {
+      const size_t at = pos % kPeriod;
+      const size_t n = std::min(len, kPeriod - at);
+      std::memcpy(o, table_.data() + at, n);
+      o += n;
+      pos += n;
+      len -= n;
+    }
+  }
+  // True if `data` equals stream bytes [pos, pos + len).
+  bool Check(uint64_t pos, const void* data, size_t len) const {
+    const auto* d = static_cast<const uint8_t*>(data);
+    while (len > 0) {
+      const size_t at = pos % kPeriod;
+      const size_t n = std::min(len, kPeriod - at);
+      if (std::memcmp(d, table_.data() + at, n) != 0) return false;
+      d += n;
+      pos += n;
+      len -= n;
+    }
+    return true;
+  }
+  // A contiguous view of stream bytes [pos, pos + len) for sending without a copy
+  // (len <= kPeriod; the table is stored twice over).
+  const uint8_t* View(uint64_t pos) const { return table_.data() + pos % kPeriod; }
+
+ private:
+  Pattern() : table_(2 * kPeriod) {
+    uint64_t x = 0x243F6A8885A308D3ull;
+    for (size_t i = 0; i < kPeriod; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      table_[i] = static_cast<uint8_t>(x >> 24);
+    }
+    std::memcpy(table_.data() + kPeriod, table_.data(), kPeriod);
+  }
+  std::vector<uint8_t> table_;
+};
+
+// Sends stream bytes [pos, pos + len) with blocking san_send. Returns bytes sent (short on error,
+// errno set).
+inline size_t SendPattern(int fd, uint64_t pos, size_t len, size_t chunk = 256 * 1024) {
+  const Pattern& p = Pattern::Get();
+  size_t done = 0;
+  while (done < len) {
+    const size_t n = std::min({chunk, len - done, Pattern::kPeriod});
+    ssize_t r = san_send(fd, p.View(pos + done), n, MSG_NOSIGNAL);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return done;
+    }
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
+// Result of reading a pattern stream to its end.
+struct ReadResult {
+  uint64_t bytes = 0;  // verified bytes received
+  bool corrupt = false;
+  int end = 0;  // 0: EOF; else the errno of the failing recv
+};
+
+// Receives and verifies pattern bytes starting at `pos` until EOF, an error, or `limit` bytes.
+inline ReadResult ReadPattern(int fd, uint64_t pos, uint64_t limit = ~0ull) {
+  ReadResult r;
+  std::vector<uint8_t> buf(256 * 1024);
+  while (r.bytes < limit) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), limit - r.bytes));
+    ssize_t n = san_recv(fd, buf.data(), want, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      r.end = errno;
+      return r;
+    }
+    if (n == 0) {
+      r.end = 0;
+      return r;
+    }
+    if (!Pattern::Get().Check(pos + r.bytes, buf.data(), static_cast<size_t>(n))) {
+      r.corrupt = true;
+      return r;
+    }
+    r.bytes += static_cast<uint64_t>(n);
+  }
+  r.end = -1;  // stopped at the limit
+  return r;
+}
+
+// Inodes of the memfd segments (named "sanlib...") process `pid` holds open.
+inline std::set<ino_t> SanMemfds(pid_t pid) {
+  std::set<ino_t> out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string path = dir + "/" + e->d_name;
+    char target[256];
+    ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (std::strncmp(target, "/memfd:sanlib", 13) != 0) continue;
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) out.insert(st.st_ino);
+  }
+  closedir(d);
+  return out;
+}
+
+inline bool HoldsAnyOf(pid_t pid, const std::set<ino_t>& inodes) {
+  for (ino_t i : SanMemfds(pid)) {
+    if (inodes.count(i)) return true;
+  }
+  return false;
+}
+
+// Unix sockets in this network namespace whose path is exactly `path` ("@..." for abstract
+// names, as /proc/net/unix prints them). `listening_only`: only those in the listening state.
+inline int CountUnixSockets(const std::string& path, bool listening_only) {
+  std::ifstream in("/proc/net/unix");
+  std::string line;
+  std::getline(in, line);  // header
+  int count = 0;
+  while (std::getline(in, line)) {
+    // Num RefCount Protocol Flags Type St Inode [Path]
+    char num[32], path_buf[256] = "";
+    unsigned ref, proto, flags, type, st;
+    unsigned long inode;
+    int fields = std::sscanf(line.c_str(), "%31s %x %x %x %x %x %lu %255s", num, &ref, &proto,
+                             &flags, &type, &st, &inode, path_buf);
+    if (fields < 8 || path != path_buf) continue;
+    if (listening_only && !(flags & 0x10000)) continue;  // __SO_ACCEPTCON
+    ++count;
+  }
+  return count;
+}
+
+inline std::string RendezvousName(uint16_t port) {
+  return "@sanlib/shm/127.0.0.1:" + std::to_string(port);
+}
+
+}  // namespace san::testing
