@@ -8,6 +8,7 @@ Status SendWindow::Open(uint32_t window, uint32_t already_used) {
   window_ = window;
   // Our WAKEUP (if sent) was accounted against the provisional single credit.
   credits_ = window - already_used;
+  wakeup_unreturned_ = already_used > 0;
   opened_ = true;
   return Status::Ok();
 }
@@ -16,6 +17,7 @@ Status SendWindow::Grant(uint32_t credits) {
   if (credits == 0) return Status::Ok();
   if (credits_ + credits > window_) return Status(EPROTO, "peer granted credits beyond window");
   credits_ += credits;
+  wakeup_unreturned_ = false;  // the peer's first report includes our WAKEUP's buffer
   return Status::Ok();
 }
 

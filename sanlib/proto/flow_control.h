@@ -27,7 +27,10 @@ class SendWindow {
   // The peer's WAKEUP granted `window` credits, one of which our WAKEUP already used (if sent).
   Status Open(uint32_t window, uint32_t already_used);
   bool has_credit() const { return credits_ > 0; }
-  bool idle() const { return opened_ && credits_ == window_; }  // nothing of ours unacknowledged
+  // Nothing of our *data* unacknowledged (Nagle's test). Our WAKEUP's credit does not count: it is
+  // the first buffer the peer frees, so its first non-zero grant always returns it, and until then
+  // a fresh connection would otherwise never be idle and its first small send would wait.
+  bool idle() const { return opened_ && credits_ + (wakeup_unreturned_ ? 1 : 0) == window_; }
   void Consume() { --credits_; }
   Status Grant(uint32_t credits);
   uint32_t credits() const { return credits_; }
@@ -38,6 +41,7 @@ class SendWindow {
   uint32_t credits_ = 1;
   uint32_t window_ = 1;
   bool opened_ = false;
+  bool wakeup_unreturned_ = false;
 };
 
 class DelayedAck {

@@ -25,9 +25,16 @@ TEST(proto_flow_control, OpenAccountsForOurWakeup) {
   EXPECT_TRUE(a.opened());
   EXPECT_EQ(a.window(), 32u);
   EXPECT_EQ(a.credits(), 31u);
-  EXPECT_FALSE(a.idle());  // the WAKEUP is still unacknowledged
+  // The WAKEUP is unacknowledged, but it is not data: a fresh connection is idle (Nagle sends its
+  // first small message at once).
+  EXPECT_TRUE(a.idle());
+  a.Consume();  // one DATA packet
+  EXPECT_FALSE(a.idle());
+  ASSERT_TRUE(a.Grant(1).ok());  // the first grant returns the WAKEUP's buffer only
+  EXPECT_FALSE(a.idle());        // the DATA packet is still out
   ASSERT_TRUE(a.Grant(1).ok());
   EXPECT_TRUE(a.idle());
+  EXPECT_EQ(a.credits(), 32u);
 
   SendWindow b;  // the peer's WAKEUP came before we sent ours
   ASSERT_TRUE(b.Open(8, 0).ok());

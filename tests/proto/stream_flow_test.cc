@@ -330,6 +330,7 @@ TEST(proto_stream_flow, SmallSendsAreCombinedWhileUnacknowledged) {
   StreamPair pair;
   ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(Symmetric(SmallMtu()), &pair));
   Stream& c = *pair.client;
+  ASSERT_NO_FATAL_FAILURE(MakeClientBusy(pair));
   const uint64_t base = c.Stats().packets_sent;
   std::string all;
   for (int i = 0; i < 100; ++i) {
@@ -339,14 +340,14 @@ TEST(proto_stream_flow, SmallSendsAreCombinedWhileUnacknowledged) {
     EXPECT_TRUE(buffered);
     all += m;
   }
-  EXPECT_EQ(c.Stats().packets_sent, base);  // the WAKEUP is unacknowledged: all of it waits
+  EXPECT_EQ(c.Stats().packets_sent, base);  // "#" is unacknowledged: all of it waits
   uint8_t buf[16];
   pair.server->Progress();
   EXPECT_EQ(RecvBytes(*pair.server, buf, sizeof(buf)).status().code(), EAGAIN);
   ASSERT_TRUE(c.Flush().ok());
   EXPECT_EQ(c.Stats().packets_sent, base + 1);
   EXPECT_EQ(Str(ReadExactly(pair, *pair.server, all.size())), all);
-  EXPECT_EQ(pair.server->Stats().packets_received, 2u);  // WAKEUP + one DATA
+  EXPECT_EQ(pair.server->Stats().packets_received, 3u);  // WAKEUP, "#", one DATA
 }
 
 TEST(proto_stream_flow, NagleSendsAtOnceWhenNothingIsOutstanding) {
@@ -382,6 +383,7 @@ TEST(proto_stream_flow, FullCombineBufferIsSent) {
   StreamPair pair;
   ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(Symmetric(SmallMtu(mtu)), &pair));
   Stream& c = *pair.client;
+  ASSERT_NO_FATAL_FAILURE(MakeClientBusy(pair));
   const uint64_t base = c.Stats().packets_sent;
   std::vector<uint8_t> data = Pattern(4000 + 1000 + 1548 + 1548, 3);
   const uint8_t* p = data.data();
@@ -399,7 +401,7 @@ TEST(proto_stream_flow, FullCombineBufferIsSent) {
   EXPECT_FALSE(buffered);
   EXPECT_EQ(c.Stats().packets_sent, base + 2);
   EXPECT_TRUE(ReadExactly(pair, *pair.server, data.size()) == data);
-  EXPECT_EQ(pair.server->Stats().packets_received, 1u + 2u);
+  EXPECT_EQ(pair.server->Stats().packets_received, 2u + 2u);  // WAKEUP, "#", two DATA
 }
 
 TEST(proto_stream_flow, LargeSendFlushesTheBufferThenGoesDirect) {
@@ -407,6 +409,7 @@ TEST(proto_stream_flow, LargeSendFlushesTheBufferThenGoesDirect) {
   StreamPair pair;
   ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(Symmetric(SmallMtu(mtu)), &pair));
   Stream& c = *pair.client;
+  ASSERT_NO_FATAL_FAILURE(MakeClientBusy(pair));
   const uint64_t base = c.Stats().packets_sent;
   std::vector<uint8_t> data = Pattern(100 + 10000, 4);
   ASSERT_EQ(SendBytes(c, data.data(), 100).value(), 100u);
@@ -424,14 +427,17 @@ TEST(proto_stream_flow, NoDelaySendsEachMessage) {
   ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(Symmetric(SmallMtu()), &pair));
   Stream& c = *pair.client;
   EXPECT_FALSE(c.nodelay());
-  ASSERT_TRUE(SendStr(c, "held").ok());  // combined: the window is not idle
+  bool buffered = true;
+  ASSERT_TRUE(SendStr(c, "fresh", &buffered).ok());
+  EXPECT_FALSE(buffered);  // a fresh connection's window is idle: the first message goes at once
+  ASSERT_TRUE(SendStr(c, "held", &buffered).ok());
+  EXPECT_TRUE(buffered);  // combined: "fresh" is unacknowledged
   const uint64_t base = c.Stats().packets_sent;
   c.SetNoDelay(true);  // pushes what is buffered
   EXPECT_TRUE(c.nodelay());
   EXPECT_EQ(c.Stats().packets_sent, base + 1);
-  std::string all = "held";
+  std::string all = "freshheld";
   for (int i = 0; i < 10; ++i) {
-    bool buffered = true;
     std::string m = "n" + std::to_string(i);
     ASSERT_TRUE(SendStr(c, m, &buffered).ok());
     EXPECT_FALSE(buffered);
@@ -439,7 +445,7 @@ TEST(proto_stream_flow, NoDelaySendsEachMessage) {
   }
   EXPECT_EQ(c.Stats().packets_sent, base + 11);
   c.SetNoDelay(false);
-  bool buffered = false;
+  buffered = false;
   ASSERT_TRUE(SendStr(c, "again", &buffered).ok());
   EXPECT_TRUE(buffered);
   ASSERT_TRUE(c.Flush().ok());
@@ -469,6 +475,7 @@ TEST(proto_stream_flow, CombineTimer) {
   EXPECT_FALSE(c.FlushIfDue(NowNs()));  // nothing buffered
   EXPECT_TRUE(c.TryArmTimer());
   EXPECT_FALSE(c.TryArmTimer());  // only one caller registers the stream with the timer
+  ASSERT_NO_FATAL_FAILURE(MakeClientBusy(pair));
   const uint64_t base = c.Stats().packets_sent;
   ASSERT_TRUE(SendStr(c, "tick").ok());
   EXPECT_TRUE(c.FlushIfDue(NowNs()));  // not due yet: still buffered
@@ -486,6 +493,7 @@ TEST(proto_stream_flow, RecvIsAFlushPoint) {
   StreamPair pair;
   ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(Symmetric(SmallMtu()), &pair));
   Stream& c = *pair.client;
+  ASSERT_NO_FATAL_FAILURE(MakeClientBusy(pair));
   const uint64_t base = c.Stats().packets_sent;
   ASSERT_TRUE(SendStr(c, "request").ok());
   EXPECT_EQ(c.Stats().packets_sent, base);

@@ -270,6 +270,23 @@ inline void OpenLoopbackPair(const PairOptions& opt, StreamPair* pair) {
   ASSERT_TRUE(WindowsOpen(*pair));
 }
 
+// Leaves the client with one DATA packet unacknowledged (the state in which small sends combine):
+// a fresh connection is idle, so its first small message goes at once; the server reads it, and
+// the freed buffer's credit waits at the server for a piggyback or the ACK threshold.
+inline void MakeClientBusy(StreamPair& p) {
+  bool buffered = true;
+  const iovec one{const_cast<char*>("#"), 1};
+  ASSERT_EQ(p.client->Send(&one, 1, &buffered).value(), 1u);
+  ASSERT_FALSE(buffered) << "a fresh connection's first small send must go at once";
+  char got = 0;
+  const iovec in{&got, 1};
+  ASSERT_TRUE(PumpUntil(p, [&] {
+    Result<size_t> r = p.server->Recv(&in, 1, false);
+    return r.ok() && r.value() == 1;
+  }));
+  ASSERT_EQ(got, '#');
+}
+
 inline std::string Str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
 inline Result<size_t> SendStr(Stream& s, const std::string& text, bool* left_buffered = nullptr) {
