@@ -29,8 +29,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace san::fabric {
 
@@ -40,6 +42,7 @@ enum Capability : uint32_t {
                                     // source may be reused as soon as PostSend returns
   kCapSingleCopy = 1u << 2,         // large sends can skip the peer's bounce buffer (see docs)
   kCapWaitable = 1u << 3,           // notify_fd() works with poll/epoll
+  kCapTransferable = 1u << 4,       // a connected endpoint can move to another process (Export)
 };
 
 // Memory the provider can send from and receive into.
@@ -89,6 +92,14 @@ struct ConnectData {
   uint8_t bytes[kMax] = {};
 };
 
+// A connected endpoint packed to move to another process of the same user (kCapTransferable): the
+// fds it is made of (duplicates, owned here; passed over SCM_RIGHTS) and its private state as
+// bytes. Only the same provider in the receiving process can Import it.
+struct EndpointImage {
+  std::vector<UniqueFd> fds;
+  std::vector<std::byte> state;
+};
+
 struct EndpointAttr {
   uint32_t send_depth = 64;         // send work requests outstanding at once
   uint32_t recv_depth = 35;         // receives posted at once (the protocol's P)
@@ -133,6 +144,20 @@ class Endpoint {
   virtual bool broken() const = 0;
 
   virtual uint32_t mtu() const = 0;
+
+  // Moving a connected endpoint to another process (kCapTransferable; ENOTSUP otherwise). The
+  // caller guarantees nobody uses this endpoint during Export and that it is only destroyed, never
+  // used, afterwards: the importer carries on from exactly this state. Connection set-up only.
+  virtual Status Export(EndpointImage* out) {
+    (void)out;
+    return Status(ENOTSUP, "Endpoint::Export");
+  }
+  // In an imported endpoint: the memory a region the exporter got from AllocateBuffer is at here.
+  // EINVAL if the region is not one of this endpoint's buffers.
+  virtual Result<MemoryRegion> Reattach(const MemoryRegion& exported) {
+    (void)exported;
+    return Status(ENOTSUP, "Endpoint::Reattach");
+  }
 };
 
 class Listener {
@@ -159,6 +184,12 @@ class Provider {
                                                    const EndpointAttr& attr) = 0;
   // A client endpoint, not yet connected.
   virtual Result<std::unique_ptr<Endpoint>> CreateEndpoint(const EndpointAttr& attr) = 0;
+  // Rebuilds an endpoint another process Exported (kCapTransferable). Validates the image: the
+  // sender is a process of our user, but a malformed image must fail (EINVAL), never crash.
+  virtual Result<std::unique_ptr<Endpoint>> Import(EndpointImage image) {
+    (void)image;
+    return Status(ENOTSUP, "Provider::Import");
+  }
 };
 
 }  // namespace san::fabric

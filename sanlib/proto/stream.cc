@@ -487,6 +487,64 @@ Result<std::unique_ptr<Stream>> Stream::Create(std::unique_ptr<fabric::Endpoint>
   return s;
 }
 
+Status Stream::Export(StreamImage* out) {
+  if (!(caps_ & fabric::kCapTransferable)) return Status(ENOTSUP, "Stream::Export");
+  Locked l(*this);
+  StreamImage image;
+  Status st = endpoint_->Export(&image.endpoint);
+  if (!st.ok()) return st;
+  image.state.resize(sizeof(StreamShared));
+  memcpy(image.state.data(), static_cast<const void*>(shared_), sizeof(StreamShared));
+  image.recv_region = recv_region_;
+  image.staging_region = staging_region_;
+  image.params = params_;
+  image.provider_caps = caps_;
+  *out = std::move(image);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Stream>> Stream::Import(fabric::Provider& provider, StreamImage image) {
+  const StreamParams& p = image.params;
+  if (image.state.size() != sizeof(StreamShared) || p.ack_threshold == 0 ||
+      p.ack_threshold >= p.window || p.window > 255 || p.receive_depth() > kMaxReceives ||
+      p.mtu < 64 || image.recv_region.length != size_t{p.receive_depth()} * p.mtu ||
+      image.staging_region.length != size_t{kStagingSlots} * p.mtu) {
+    return Status(EINVAL, "Stream::Import: image");
+  }
+  Result<std::unique_ptr<fabric::Endpoint>> ep = provider.Import(std::move(image.endpoint));
+  if (!ep.ok()) return ep.status();
+  if (p.mtu > ep.value()->mtu()) return Status(EINVAL, "Stream::Import: mtu");
+  Result<fabric::MemoryRegion> recv = ep.value()->Reattach(image.recv_region);
+  if (!recv.ok()) return recv.status();
+  Result<fabric::MemoryRegion> staging = ep.value()->Reattach(image.staging_region);
+  if (!staging.ok()) return staging.status();
+  std::unique_ptr<Stream> s(new Stream(std::move(ep).value(), image.provider_caps, p));
+  void* state = mmap(nullptr, sizeof(StreamShared), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (state == MAP_FAILED) return Status::FromErrno("mmap(stream state)");
+  memcpy(state, image.state.data(), sizeof(StreamShared));
+  s->shared_ = static_cast<StreamShared*>(state);
+  // The exporter held the lock while copying; the connection is ours alone now.
+  new (&s->shared_->lock) SpinLock();
+  // The indices we will follow came from our own user's process, but a bad one must not become
+  // a wild access: the same bounds the stream keeps for itself.
+  const StreamShared& sh = *s->shared_;
+  if (sh.rq_head >= kMaxReceives || sh.rq_count > p.receive_depth() ||
+      (sh.fill_slot != -1 && (sh.fill_slot < 0 || sh.fill_slot >= int32_t{kStagingSlots})) ||
+      sh.fill_len > p.mtu) {
+    return Status(EINVAL, "Stream::Import: state");
+  }
+  for (uint32_t i = 0; i < sh.rq_count; ++i) {
+    const RecvEntry& e = sh.rq[(sh.rq_head + i) % kMaxReceives];
+    if (e.buffer >= p.receive_depth() || e.length > p.mtu || e.offset > e.length) {
+      return Status(EINVAL, "Stream::Import: receive queue");
+    }
+  }
+  s->recv_region_ = recv.value();
+  s->staging_region_ = staging.value();
+  return s;
+}
+
 Status Stream::Start() {
   Locked l(*this);
   StreamShared& sh = l.sh();

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/status.h"
 #include "fabric/provider.h"
@@ -69,6 +70,18 @@ struct StreamStats {
 
 struct StreamShared;  // stream.cc: the state block in shared memory
 
+// A stream packed to move to another process of the same user (a fork child that accepted the
+// connection, see socket/handover.h): its endpoint's image, its state block as bytes, where its
+// buffers were, and its parameters.
+struct StreamImage {
+  fabric::EndpointImage endpoint;
+  std::vector<std::byte> state;
+  fabric::MemoryRegion recv_region;     // as the exporter had them (Endpoint::Reattach maps them)
+  fabric::MemoryRegion staging_region;
+  StreamParams params;
+  uint32_t provider_caps = 0;
+};
+
 class Stream {
  public:
   // Carves the state block, receive and staging buffers out of the endpoint and posts the P
@@ -79,6 +92,14 @@ class Stream {
   // The EndpointAttr a stream with these parameters needs.
   static fabric::EndpointAttr EndpointAttrFor(const StreamParams& params);
   ~Stream();
+
+  // Moves the stream to another process: packs it (under its lock) into `out`. Afterwards this
+  // object must only be destroyed; the importer carries on. ENOTSUP unless the provider can move
+  // endpoints (kCapTransferable).
+  Status Export(StreamImage* out);
+  // Rebuilds an exported stream through `provider` (the same kind that made it). EINVAL for an
+  // image that does not fit together.
+  static Result<std::unique_ptr<Stream>> Import(fabric::Provider& provider, StreamImage image);
 
   // After the endpoint is connected/accepted: sends our WAKEUP.
   Status Start();

@@ -88,7 +88,8 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd,
   std::lock_guard<std::mutex> lock(mu_);
   DropBrokenLocked();
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    if (it->listen_fd == listen_fd && proto::SameAddress(it->tuple.client, tuple.client) &&
+    if ((listen_fd < 0 || it->listen_fd == listen_fd) &&
+        proto::SameAddress(it->tuple.client, tuple.client) &&
         proto::SameAddress(it->tuple.server, tuple.server)) {
       std::unique_ptr<proto::Stream> s = std::move(it->stream);
       pending_.erase(it);
@@ -107,7 +108,7 @@ void ConnectionThread::AfterForkChild() {
   // Only the forking thread exists in the child. The parent's thread keeps serving the shared
   // rendezvous sockets; the child must not compete with it for requests.
   running_ = false;
-  stat_.Close();  // the parent's name: the child answers under its own pid once it starts
+  service_.Close();  // the parent's name: the child answers under its own pid once it starts
   served_.clear();
   for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels
   pending_.clear();
@@ -135,8 +136,8 @@ void* ConnectionThread::Main(void* self) {
 void ConnectionThread::Run() {
   std::vector<pollfd> fds;
   std::vector<int> owners;
-  Status st = stat_.Open();
-  if (!st.ok()) SAN_LOG_INFO("sanstat service unavailable: %s", st.ToString().c_str());
+  Status st = service_.Open();
+  if (!st.ok()) SAN_LOG_INFO("control socket unavailable: %s", st.ToString().c_str());
   for (;;) {
     fds.clear();
     owners.clear();
@@ -145,7 +146,7 @@ void ConnectionThread::Run() {
       if (stopping_) return;
       fds.push_back(pollfd{control_.get(), POLLIN, 0});
       owners.push_back(-1);
-      fds.push_back(pollfd{stat_.fd(), POLLIN, 0});  // -1 (ignored) if it could not open
+      fds.push_back(pollfd{service_.fd(), POLLIN, 0});  // -1 (ignored) if it could not open
       owners.push_back(-1);
       for (const Served& s : served_) {
         fds.push_back(pollfd{s.listener->fd(), POLLIN, 0});
@@ -162,7 +163,9 @@ void ConnectionThread::Run() {
       eventfd_t v;
       eventfd_read(control_.get(), &v);
     }
-    if (fds[1].revents) stat_.Serve(table_);
+    if (fds[1].revents) {
+      service_.Serve(table_, [this](const proto::FourTuple& t) { return Claim(-1, t); });
+    }
     for (size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents) ServeRequests(owners[i]);
     }

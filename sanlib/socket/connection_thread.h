@@ -8,7 +8,8 @@
 //
 // Unclaimed channels are dropped when broken (the client gave up), when their listener closes, and
 // beyond kMaxPendingPerListener (further requests are rejected: the client falls back to TCP).
-// It also answers `sanstat` (stat_service.h) for the whole process.
+// It also serves the process's control socket (control_service.h): sanstat's reports, and claims
+// from other processes that accepted a connection whose channel is filed here (handover.h).
 //
 // Thread-safety: all public methods are thread-safe. The thread starts with the process's first SAN
 // socket (EnsureRunning). In a fork child it does not exist until the child makes a SAN socket of
@@ -27,7 +28,7 @@
 #include "proto/stream.h"
 #include "proto/wire.h"
 #include "socket/socket_table.h"
-#include "socket/stat_service.h"
+#include "socket/control_service.h"
 
 namespace san {
 
@@ -45,7 +46,8 @@ class ConnectionThread {
                      const proto::StreamParams& params);
   // Stops serving listen_fd and aborts its unclaimed channels.
   void RemoveListener(int listen_fd);
-  // The channel the client announced for this accepted connection, or nullptr.
+  // The channel the client announced for this accepted connection, or nullptr. listen_fd < 0:
+  // under any listener (a handover to another process that accepted the connection).
   std::unique_ptr<proto::Stream> Claim(int listen_fd, const proto::FourTuple& tuple);
   // Counts, for sanstat and tests.
   size_t pending_count();
@@ -76,7 +78,7 @@ class ConnectionThread {
   Status StartThreadLocked();
 
   SocketTable& table_;
-  StatService stat_;  // touched by the thread only, once running
+  ControlService service_;  // touched by the thread only, once running
   std::mutex mu_;
   std::vector<Served> served_;
   std::vector<Pending> pending_;

@@ -32,6 +32,9 @@ struct SanSocket {
   std::unique_ptr<proto::Stream> stream;  // kShm only
   std::atomic<bool> nonblocking{false};
   std::atomic<bool> listening{false};
+  // Listening sockets: the process whose connection thread serves the SAN rendezvous (0: none).
+  // A fork child that accepts on an inherited listener claims channels from it (handover.h).
+  std::atomic<int> rendezvous_owner{0};
   std::atomic<bool> read_shut{false};   // shutdown(SHUT_RD) was called
   std::atomic<bool> tcp_gone{false};    // the kernel socket underneath reported EOF/reset
   std::atomic<bool> error_reported{false};  // the connection's error was returned once already

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "san/san.h"
 #include "proto/wire.h"
+#include "socket/handover.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
@@ -169,7 +170,11 @@ int Listen(int fd, int backlog) {
   }
   Status st = rt.connections().AddListener(fd, addr.value(), std::move(listener).value(),
                                            provider->capabilities(), params);
-  if (!st.ok()) SAN_LOG_WARN("fd %d: connection thread: %s", fd, st.ToString().c_str());
+  if (st.ok()) {
+    s->rendezvous_owner.store(getpid());
+  } else {
+    SAN_LOG_WARN("fd %d: connection thread: %s", fd, st.ToString().c_str());
+  }
   return 0;
 }
 
@@ -193,6 +198,19 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
     tuple.client = peer.value();
     tuple.server = local.value();
     stream = rt.connections().Claim(fd, tuple);
+    const int owner = ls->rendezvous_owner.load();
+    fabric::Provider* provider = rt.ListenProvider(&no_san);
+    if (!stream && owner > 0 && owner != getpid() && provider) {
+      // Inherited listener (prefork server): the channel, if the client made one, is filed with
+      // the process that serves the rendezvous.
+      Result<std::unique_ptr<proto::Stream>> claimed = ClaimFromOwner(owner, tuple, *provider);
+      if (claimed.ok()) {
+        stream = std::move(claimed).value();
+      } else if (claimed.status().code() != ENOENT) {
+        reason = "SAN channel handover failed: " + claimed.status().ToString();
+        SAN_LOG_WARN("fd %d: %s", nfd, reason.c_str());
+      }
+    }
   }
   Settle(*s, std::move(stream), std::move(reason));
   return nfd;

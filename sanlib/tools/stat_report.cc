@@ -10,12 +10,14 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/control_name.h"
 #include "common/unique_fd.h"
 
 namespace san::tools {
 namespace {
 
-constexpr char kStatPrefix[] = "@sanlib/stat/";
+// How the control sockets are listed in /proc/net/unix: '@' stands for the abstract name's NUL.
+const std::string kListedPrefix = std::string("@") + kControlPrefix;
 
 bool ParseUnsigned(const std::string& text, uint64_t* out) {
   if (text.empty() || text.size() > 20) return false;
@@ -52,10 +54,10 @@ std::vector<int> StatPids(const std::string& proc_net_unix) {
   std::istringstream in(proc_net_unix);
   std::string line;
   while (std::getline(in, line)) {
-    const size_t at = line.rfind(kStatPrefix);
+    const size_t at = line.rfind(kListedPrefix);
     if (at == std::string::npos) continue;
     uint64_t pid = 0;
-    if (!ParseUnsigned(line.substr(at + strlen(kStatPrefix)), &pid) || pid == 0 || pid > 1u << 22) {
+    if (!ParseUnsigned(line.substr(at + kListedPrefix.size()), &pid) || pid == 0 || pid > 1u << 22) {
       continue;
     }
     // A listening socket and its accepted connections share the name: list each pid once.
@@ -69,14 +71,16 @@ std::vector<int> StatPids(const std::string& proc_net_unix) {
 std::string FetchReport(int pid, int timeout_ms) {
   UniqueFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!sock.valid()) return "";
-  sockaddr_un sun{};
-  sun.sun_family = AF_UNIX;
-  const int n = snprintf(sun.sun_path + 1, sizeof sun.sun_path - 1, "%s%d", kStatPrefix + 1, pid);
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  sockaddr_un sun;
+  const socklen_t len = ControlSocketName(pid, &sun);
   if (connect(sock.get(), reinterpret_cast<sockaddr*>(&sun), len) != 0 && errno != EINPROGRESS &&
       errno != EAGAIN) {
     return "";
   }
+  // The request: a report (control_service.h). The socket buffer takes one byte at once.
+  const char request = 'R';
+  pollfd w{sock.get(), POLLOUT, 0};
+  if (poll(&w, 1, timeout_ms) != 1 || send(sock.get(), &request, 1, MSG_NOSIGNAL) != 1) return "";
   std::string out;
   const uint64_t deadline = NowNs() + uint64_t(timeout_ms) * 1000000;
   char buf[4096];

@@ -1,5 +1,5 @@
-// Reading sanlib processes' stat reports (socket/stat_service.h) for `sanstat`: finding the
-// "@sanlib/stat/<pid>" sockets in /proc/net/unix, fetching each report and parsing it into rows.
+// Reading sanlib processes' stat reports (socket/control_service.h) for `sanstat`: finding the
+// "@sanlib/ctl/<pid>" sockets in /proc/net/unix, fetching each report and parsing it into rows.
 //
 // Parsing never trusts the text (it comes from another process): a malformed line is skipped and
 // counted, never a crash. Thread-safety: plain functions.

@@ -104,8 +104,8 @@ TEST(StatReport, ParsesWellFormedAndSkipsMalformedLines) {
   EXPECT_EQ(rows[0].bytes_received, 20u);
   EXPECT_EQ(rows[1].reason, "no SAN listener");
   EXPECT_EQ(san::tools::ParseReport("garbage\n", &rows), 1);
-  EXPECT_EQ(san::tools::StatPids("0: 00 @sanlib/stat/123\n0: 00 @sanlib/stat/123\n"
-                                 "0: 00 @sanlib/stat/x\n0: 00 @other/9\n"),
+  EXPECT_EQ(san::tools::StatPids("0: 00 @sanlib/ctl/123\n0: 00 @sanlib/ctl/123\n"
+                                 "0: 00 @sanlib/ctl/x\n0: 00 @other/9\n"),
             std::vector<int>{123});
 }
 

@@ -24,7 +24,7 @@ LocalRegion::~LocalRegion() {
 }
 
 Result<LocalRegion> LocalRegion::Create(uint32_t send_queue_size) {
-  const size_t size = sizeof(LocalState) + size_t{send_queue_size} * sizeof(uint64_t);
+  const size_t size = SizeFor(send_queue_size);
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return Status::FromErrno("mmap(local state)");
   new (p) LocalState();  // zero pages are already a valid all-zero state; this starts its lifetime

@@ -63,6 +63,12 @@ class LocalRegion {
   static Result<LocalRegion> Create(uint32_t send_queue_size);
 
   LocalState* state() const { return static_cast<LocalState*>(data_); }
+  // The whole region as bytes (for moving an endpoint to another process).
+  std::byte* bytes() const { return static_cast<std::byte*>(data_); }
+  size_t size() const { return size_; }
+  static size_t SizeFor(uint32_t send_queue_size) {
+    return sizeof(LocalState) + size_t{send_queue_size} * sizeof(uint64_t);
+  }
   uint64_t* send_ids() const {
     return reinterpret_cast<uint64_t*>(static_cast<std::byte*>(data_) + sizeof(LocalState));
   }

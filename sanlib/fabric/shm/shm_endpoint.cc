@@ -40,6 +40,7 @@ ShmEndpoint::~ShmEndpoint() = default;
 
 Status ShmEndpoint::Setup() {
   base_ = static_cast<std::byte*>(parts_.segment.data());
+  if (exporter_base_ == 0) exporter_base_ = reinterpret_cast<uintptr_t>(base_);
   local_ = local_region_.state();
   send_ids_ = local_region_.send_ids();
   const int own = static_cast<int>(parts_.side);

@@ -63,6 +63,10 @@ class ShmEndpoint final : public Endpoint {
   void Disconnect() override;
   bool broken() const override;
   uint32_t mtu() const override { return parts_.mtu; }
+  // Moving to another process (shm_transfer.cc): the four fds and the LocalState bytes.
+  Status Export(EndpointImage* out) override;
+  Result<MemoryRegion> Reattach(const MemoryRegion& exported) override;
+  static Result<std::unique_ptr<ShmEndpoint>> Import(EndpointImage image);
 
   // Tests only: the shared segment, to play a hostile peer.
   std::byte* segment_for_testing() const { return base_; }
@@ -93,6 +97,7 @@ class ShmEndpoint final : public Endpoint {
   size_t own_arena_begin_ = 0, own_arena_end_ = 0;    // offsets, our private copy
   size_t peer_arena_begin_ = 0, peer_arena_end_ = 0;  // offsets, our private copy
   uint64_t own_arena_budget_ = 0;
+  uintptr_t exporter_base_ = 0;  // where the segment was mapped in the process that made buffers
 };
 
 }  // namespace san::fabric::shm

@@ -108,4 +108,10 @@ Result<std::unique_ptr<Endpoint>> ShmProvider::CreateEndpoint(const EndpointAttr
   return std::unique_ptr<Endpoint>(std::move(ep).value());
 }
 
+Result<std::unique_ptr<Endpoint>> ShmProvider::Import(EndpointImage image) {
+  Result<std::unique_ptr<ShmEndpoint>> ep = ShmEndpoint::Import(std::move(image));
+  if (!ep.ok()) return ep.status();
+  return std::unique_ptr<Endpoint>(std::move(ep).value());
+}
+
 }  // namespace san::fabric::shm

@@ -21,13 +21,14 @@ class ShmProvider final : public Provider {
 
   const char* name() const override { return "shm"; }
   uint32_t capabilities() const override {
-    return kCapReliable | kCapSendFromAnyMemory | kCapWaitable;
+    return kCapReliable | kCapSendFromAnyMemory | kCapWaitable | kCapTransferable;
   }
   uint32_t max_mtu() const override { return kMaxMtu; }
   bool Reaches(const sockaddr* peer, socklen_t len) const override;
   Result<std::unique_ptr<Listener>> Listen(const sockaddr* addr, socklen_t len,
                                            const EndpointAttr& attr) override;
   Result<std::unique_ptr<Endpoint>> CreateEndpoint(const EndpointAttr& attr) override;
+  Result<std::unique_ptr<Endpoint>> Import(EndpointImage image) override;
 
  private:
   mutable std::mutex mu_;

@@ -1,4 +1,4 @@
-#include "socket/stat_service.h"
+#include "socket/control_service.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -10,7 +10,10 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/clock.h"
+#include "common/control_name.h"
 #include "proto/close_state.h"
+#include "socket/handover.h"
 #include "socket/kernel.h"
 
 namespace san {
@@ -66,17 +69,10 @@ std::string Line(SanSocket& s) {
   return line + "\t" + Field(reason) + "\n";
 }
 
-void AbstractName(int pid, sockaddr_un* sun, socklen_t* len) {
-  *sun = sockaddr_un{};
-  sun->sun_family = AF_UNIX;
-  const int n = snprintf(sun->sun_path + 1, sizeof sun->sun_path - 1, "%s%d",
-                         StatService::kNamePrefix, pid);
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-}
 
 }  // namespace
 
-std::string StatService::Report(SocketTable& table) {
+std::string ControlService::Report(SocketTable& table) {
   std::string comm;
   std::ifstream("/proc/self/comm") >> comm;
   std::string out = "#sanlib-stat 1 " + std::to_string(getpid()) + " " + Field(comm) + "\n";
@@ -84,26 +80,62 @@ std::string StatService::Report(SocketTable& table) {
   return out;
 }
 
-Status StatService::Open() {
+Status ControlService::Open() {
   if (listener_.valid() && pid_ == getpid()) return Status::Ok();
   listener_.reset(kernel::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!listener_.valid()) return Status::FromErrno("socket(AF_UNIX)");
   pid_ = getpid();
   sockaddr_un sun;
-  socklen_t len;
-  AbstractName(pid_, &sun, &len);
+  const socklen_t len = ControlSocketName(pid_, &sun);
   if (kernel::bind(listener_.get(), reinterpret_cast<sockaddr*>(&sun), len) != 0 ||
       kernel::listen(listener_.get(), 16) != 0) {
-    Status st = Status::FromErrno("bind(stat socket)");
+    Status st = Status::FromErrno("bind(control socket)");
     listener_.reset();
     return st;
   }
   return Status::Ok();
 }
 
-void StatService::Serve(SocketTable& table) {
+namespace {
+
+// Reads exactly n bytes of a request, waiting at most ~200 ms in all (the connection thread has
+// other work; a client that does not send its request promptly is dropped).
+bool ReadRequest(int fd, void* out, size_t n, uint64_t deadline_ns) {
+  auto* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t r = kernel::recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0 || (errno != EAGAIN && errno != EINTR)) return false;
+    const uint64_t now = NowNs();
+    if (now >= deadline_ns) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    kernel::poll(&pfd, 1, static_cast<int>((deadline_ns - now) / 1000000) + 1);
+  }
+  return true;
+}
+
+void SendReport(int fd, const std::string& report) {
+  size_t done = 0;
+  while (done < report.size()) {
+    iovec iov{const_cast<char*>(report.data()) + done, report.size() - done};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    const ssize_t n = kernel::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n <= 0) return;  // the reader went away or stalled past SO_SNDTIMEO: a cut report
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void ControlService::Serve(SocketTable& table, const TakeChannel& take) {
   for (;;) {
-    UniqueFd conn(kernel::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    UniqueFd conn(kernel::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!conn.valid()) return;
     ucred cred{};
     socklen_t clen = sizeof cred;
@@ -111,21 +143,26 @@ void StatService::Serve(SocketTable& table) {
         (cred.uid != geteuid() && cred.uid != 0)) {
       continue;  // not ours to see: close without a word
     }
-    const std::string report = Report(table);
-    // A slow reader gets a bounded wait (the connection thread has other work), then a cut report.
-    const int fl = kernel::fcntl(conn.get(), F_GETFL, 0);
-    kernel::fcntl(conn.get(), F_SETFL, fl & ~O_NONBLOCK);
+    // A slow reader gets a bounded wait, then a cut answer.
     timeval tv{0, 200000};
     kernel::setsockopt(conn.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    size_t done = 0;
-    while (done < report.size()) {
-      iovec iov{const_cast<char*>(report.data()) + done, report.size() - done};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      const ssize_t n = kernel::sendmsg(conn.get(), &msg, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
+    const uint64_t deadline = NowNs() + 200000000ull;
+    char type = 0;
+    if (!ReadRequest(conn.get(), &type, 1, deadline)) continue;
+    if (type == kReport) {
+      SendReport(conn.get(), Report(table));
+    } else if (type == kClaim && cred.uid == geteuid()) {
+      fabric::ConnectData data;
+      if (!ReadRequest(conn.get(), &data.length, 1, deadline) || data.length > data.kMax ||
+          !ReadRequest(conn.get(), data.bytes, data.length, deadline)) {
+        continue;
+      }
+      Result<proto::FourTuple> tuple = proto::DecodeConnectRequest(data);
+      std::unique_ptr<proto::Stream> stream = tuple.ok() ? take(tuple.value()) : nullptr;
+      Status st = SendHandover(conn.get(), stream.get(), tuple.ok() ? ENOENT : EINVAL);
+      // A channel we could not hand over is lost to its accepter: reset it so the client is not
+      // left waiting on a channel nobody reads.
+      if (stream && !st.ok()) stream->Abort();
     }
   }
 }

@@ -1,0 +1,51 @@
+// ControlService: the process's control socket (common/control_name.h), served by its connection
+// thread. A client sends one request byte, then:
+//   'R'  report: we answer with the text report below and close (what `sanstat` shows);
+//   'C'  claim: followed by a length byte and that many bytes of an encoded 4-tuple
+//        (proto::EncodeConnectRequest); we hand over the channel filed for it (handover.h).
+// Only a peer with our uid (root too, for reports) gets an answer.
+//
+// Report format, tab-separated fields, one line per socket after a header line:
+//   #sanlib-stat 1 <pid> <comm>
+//   fd  role  mode  local  peer  bytes_sent  bytes_received  credits  mtu  phase  fallback_reason
+//   role: listen|conn   mode: shm|tcp|none   phase: proto::ClosePhaseName or "-"
+//
+// Thread-safety: Open/Close/Serve are called by the connection thread only (and the atfork hooks
+// while no other thread runs). Ownership: owns its listening socket.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "proto/stream.h"
+#include "proto/wire.h"
+#include "socket/socket_table.h"
+
+namespace san {
+
+class ControlService {
+ public:
+  static constexpr char kReport = 'R';
+  static constexpr char kClaim = 'C';
+  // Hands over the channel filed for a 4-tuple (removing it from the owner's books), or nullptr.
+  using TakeChannel = std::function<std::unique_ptr<proto::Stream>(const proto::FourTuple&)>;
+
+  // Binds this pid's name; harmless if already open for this pid.
+  Status Open();
+  void Close() { listener_.reset(); }
+  int fd() const { return listener_.get(); }
+  // Answers every waiting request (each bounded in time).
+  void Serve(SocketTable& table, const TakeChannel& take);
+
+  // The report text for `table` (exposed for tests).
+  static std::string Report(SocketTable& table);
+
+ private:
+  UniqueFd listener_;
+  int pid_ = 0;
+};
+
+}  // namespace san

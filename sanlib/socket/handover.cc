@@ -1,0 +1,205 @@
+#include "socket/handover.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/control_name.h"
+#include "socket/control_service.h"
+#include "socket/kernel.h"
+
+namespace san {
+namespace {
+
+constexpr uint32_t kMagic = 0x484e4153;  // "SANH"
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kMaxFds = 8;
+constexpr size_t kMaxState = 1u << 20;
+constexpr int kTimeoutMs = 2000;
+
+struct HandoverHeader {
+  uint32_t magic;
+  uint32_t version;
+  int32_t status;
+  uint32_t num_fds;
+  uint64_t endpoint_state_bytes;
+  uint64_t stream_state_bytes;
+  proto::StreamParams params;
+  uint32_t provider_caps;
+  fabric::MemoryRegion recv_region;
+  fabric::MemoryRegion staging_region;
+};
+
+Status WaitFor(int fd, short events, uint64_t deadline_ns) {
+  const uint64_t now = NowNs();
+  if (now >= deadline_ns) return Status(ETIMEDOUT, "handover");
+  pollfd p{fd, events, 0};
+  const int rc = kernel::poll(&p, 1, static_cast<int>((deadline_ns - now) / 1000000) + 1);
+  if (rc < 0 && errno != EINTR) return Status::FromErrno("poll(handover)");
+  return Status::Ok();
+}
+
+// Sends all of iov; the fds go with the first bytes.
+Status SendAll(int sock, std::vector<iovec> iov, const std::vector<int>& fds) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  bool fds_sent = fds.empty();
+  size_t first = 0;
+  while (first < iov.size()) {
+    msghdr mh{};
+    mh.msg_iov = iov.data() + first;
+    mh.msg_iovlen = iov.size() - first;
+    if (!fds_sent) {
+      mh.msg_control = control;
+      mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+      cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
+    }
+    ssize_t n = kernel::sendmsg(sock, &mh, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("sendmsg(handover)");
+    }
+    fds_sent = true;
+    while (first < iov.size() && static_cast<size_t>(n) >= iov[first].iov_len) {
+      n -= static_cast<ssize_t>(iov[first++].iov_len);
+    }
+    if (first < iov.size()) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + n;
+      iov[first].iov_len -= static_cast<size_t>(n);
+    }
+  }
+  return Status::Ok();
+}
+
+// Receives exactly len bytes, collecting any fds that come with them.
+Status RecvAll(int sock, void* out, size_t len, std::vector<UniqueFd>* fds, uint64_t deadline_ns) {
+  auto* p = static_cast<char*>(out);
+  while (len > 0) {
+    iovec iov{p, len};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    const ssize_t n = kernel::recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        fds->emplace_back(fd);  // owned (and closed) whatever happens next
+      }
+    }
+    if (n > 0) {
+      if (mh.msg_flags & MSG_CTRUNC) return Status(EPROTO, "handover: too many fds");
+      p += n;
+      len -= static_cast<size_t>(n);
+    } else if (n == 0) {
+      return Status(ECONNRESET, "handover: owner closed");
+    } else if (errno == EAGAIN || errno == EINTR) {
+      if (Status st = WaitFor(sock, POLLIN, deadline_ns); !st.ok()) return st;
+    } else {
+      return Status::FromErrno("recvmsg(handover)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SendHandover(int sock, proto::Stream* stream, int error) {
+  HandoverHeader h{};
+  h.magic = kMagic;
+  h.version = kVersion;
+  proto::StreamImage image;
+  if (stream) {
+    Status st = stream->Export(&image);
+    if (!st.ok()) {
+      error = st.code();
+      stream = nullptr;
+    }
+  }
+  if (!stream) {
+    h.status = error;
+    return SendAll(sock, {iovec{&h, sizeof h}}, {});
+  }
+  std::vector<int> fds;
+  for (const UniqueFd& fd : image.endpoint.fds) fds.push_back(fd.get());
+  h.num_fds = static_cast<uint32_t>(fds.size());
+  h.endpoint_state_bytes = image.endpoint.state.size();
+  h.stream_state_bytes = image.state.size();
+  h.params = image.params;
+  h.provider_caps = image.provider_caps;
+  h.recv_region = image.recv_region;
+  h.staging_region = image.staging_region;
+  if (fds.size() > kMaxFds) return Status(EINVAL, "handover: too many fds");
+  return SendAll(sock,
+                 {iovec{&h, sizeof h}, iovec{image.endpoint.state.data(), image.endpoint.state.size()},
+                  iovec{image.state.data(), image.state.size()}},
+                 fds);
+}
+
+Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto::FourTuple& tuple,
+                                                      fabric::Provider& provider) {
+  const uint64_t deadline = NowNs() + uint64_t{kTimeoutMs} * 1000000;
+  UniqueFd sock(kernel::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return Status::FromErrno("socket(handover)");
+  sockaddr_un sun;
+  const socklen_t len = ControlSocketName(owner_pid, &sun);
+  if (kernel::connect(sock.get(), reinterpret_cast<sockaddr*>(&sun), len) != 0) {
+    return Status::FromErrno("connect(owner control socket)");
+  }
+  // Only our own user may hand us a channel.
+  ucred cred{};
+  socklen_t clen = sizeof cred;
+  if (kernel::getsockopt(sock.get(), SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
+      cred.uid != geteuid()) {
+    return Status(EPERM, "handover: owner is another user");
+  }
+  const fabric::ConnectData request = proto::EncodeConnectRequest(tuple);
+  char head[2] = {ControlService::kClaim, static_cast<char>(request.length)};
+  if (Status st = SendAll(sock.get(), {iovec{head, 2}, iovec{const_cast<uint8_t*>(request.bytes),
+                                                               request.length}}, {});
+      !st.ok()) {
+    return st;
+  }
+  HandoverHeader h;
+  std::vector<UniqueFd> fds;
+  if (Status st = RecvAll(sock.get(), &h, sizeof h, &fds, deadline); !st.ok()) return st;
+  if (h.magic != kMagic || h.version != kVersion) return Status(EPROTO, "handover: header");
+  if (h.status != 0) return Status(h.status, "handover: owner");
+  if (h.num_fds > kMaxFds || h.endpoint_state_bytes > kMaxState ||
+      h.stream_state_bytes > kMaxState) {
+    return Status(EPROTO, "handover: sizes");
+  }
+  proto::StreamImage image;
+  image.endpoint.state.resize(h.endpoint_state_bytes);
+  image.state.resize(h.stream_state_bytes);
+  if (Status st = RecvAll(sock.get(), image.endpoint.state.data(), image.endpoint.state.size(),
+                          &fds, deadline);
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = RecvAll(sock.get(), image.state.data(), image.state.size(), &fds, deadline);
+      !st.ok()) {
+    return st;
+  }
+  if (fds.size() != h.num_fds) return Status(EPROTO, "handover: fd count");
+  image.endpoint.fds = std::move(fds);
+  image.params = h.params;
+  image.provider_caps = h.provider_caps;
+  image.recv_region = h.recv_region;
+  image.staging_region = h.staging_region;
+  return proto::Stream::Import(provider, std::move(image));
+}
+
+}  // namespace san

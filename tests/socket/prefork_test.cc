@@ -1,0 +1,160 @@
+// Prefork servers: the listening socket is made (and its SAN rendezvous served) by one process,
+// and fork children accept on it. Each child must end up with the channel the client set up
+// (handed over by the owner, socket/handover.h) -- both ends shm, bytes intact -- and a plain
+// client must stay kernel TCP on both ends.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "san/san.h"
+
+namespace {
+
+sockaddr_in Loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+int Listen(uint16_t* port) {
+  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
+  sockaddr_in a = Loopback(0);
+  if (san_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || san_listen(fd, 16) != 0) {
+    return -1;
+  }
+  socklen_t len = sizeof a;
+  san_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+uint8_t Pattern(size_t i) { return static_cast<uint8_t>(i * 7 + (i >> 11)); }
+
+// A worker: accepts forever; per connection echoes until EOF and reports one byte on `report`:
+// 'S' shm and intact, 'T' kernel TCP and intact, 'E' error.
+[[noreturn]] void Worker(int lfd, int report) {
+  alarm(30);  // never outlive a broken test
+  std::vector<uint8_t> buf(65536);
+  for (;;) {
+    const int c = san_accept(lfd, nullptr, nullptr);
+    if (c < 0) _exit(2);
+    san_info info{};
+    char verdict = san_getinfo(c, &info) == 0 && info.mode == SAN_MODE_SHM ? 'S' : 'T';
+    size_t total = 0;
+    for (;;) {
+      const ssize_t n = san_recv(c, buf.data(), buf.size(), 0);
+      if (n < 0) verdict = 'E';
+      if (n <= 0) break;
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] != Pattern(total + i)) verdict = 'E';
+      }
+      if (san_send(c, buf.data(), n, MSG_NOSIGNAL) != n) verdict = 'E';
+      total += n;
+    }
+    san_close(c);
+    if (write(report, &verdict, 1) != 1) _exit(3);
+  }
+}
+
+// Sends `bytes` of the pattern and checks the echo; returns the client's mode, or -1 on error.
+int Exchange(int fd, size_t bytes) {
+  std::vector<uint8_t> out(bytes), in(bytes);
+  for (size_t i = 0; i < bytes; ++i) out[i] = Pattern(i);
+  size_t sent = 0, got = 0;
+  while (got < bytes) {
+    pollfd p{fd, static_cast<short>(POLLIN | (sent < bytes ? POLLOUT : 0)), 0};
+    if (san_poll(&p, 1, 5000) != 1) return -1;
+    if (sent < bytes && (p.revents & POLLOUT)) {
+      const ssize_t n = san_send(fd, out.data() + sent, bytes - sent, MSG_DONTWAIT);
+      if (n > 0) sent += n;
+    }
+    if (p.revents & POLLIN) {
+      const ssize_t n = san_recv(fd, in.data() + got, bytes - got, MSG_DONTWAIT);
+      if (n == 0) return -1;
+      if (n > 0) got += n;
+    }
+  }
+  if (in != out) return -1;
+  san_info info{};
+  return san_getinfo(fd, &info) == 0 ? info.mode : -1;
+}
+
+int ConnectSan(uint16_t port) {
+  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
+  sockaddr_in a = Loopback(port);
+  return san_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? fd : -1;
+}
+
+std::string ReadVerdicts(int report, size_t n) {
+  std::string v;
+  while (v.size() < n) {
+    pollfd p{report, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) break;
+    char c;
+    if (read(report, &c, 1) != 1) break;
+    v += c;
+  }
+  return v;
+}
+
+TEST(Prefork, ChildrenAcceptingOnAnInheritedListenerGetTheClientsChannel) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  // A client that connected before the workers existed: its channel is filed with the owner.
+  const int early = ConnectSan(port);
+  ASSERT_GE(early, 0);
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 2; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) Worker(lfd, report[1]);
+    ASSERT_GT(pid, 0);
+    workers.push_back(pid);
+  }
+  // The owner keeps the listener (and serves its rendezvous) but never accepts.
+  EXPECT_EQ(Exchange(early, 300000), SAN_MODE_SHM);
+  // The workers inherited this client end too, so (as with a kernel socket) close() alone would
+  // not end the connection while they hold it: shutdown does, for every holder.
+  ASSERT_EQ(san_shutdown(early, SHUT_WR), 0);
+  san_close(early);
+  constexpr int kClients = 6;
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ConnectSan(port);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(Exchange(fd, 1 << 20), SAN_MODE_SHM) << "client " << i;
+    san_close(fd);
+  }
+  // A plain kernel client: TCP on both ends, bytes intact.
+  const int plain = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = Loopback(port);
+  ASSERT_EQ(connect(plain, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::vector<uint8_t> out(100000), in(100000);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = Pattern(i);
+  ASSERT_EQ(send(plain, out.data(), out.size(), 0), static_cast<ssize_t>(out.size()));
+  ASSERT_EQ(recv(plain, in.data(), in.size(), MSG_WAITALL), static_cast<ssize_t>(in.size()));
+  EXPECT_TRUE(in == out);
+  close(plain);
+
+  EXPECT_EQ(ReadVerdicts(report[0], kClients + 2), std::string(kClients + 1, 'S') + "T");
+  for (pid_t pid : workers) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  san_close(lfd);
+  close(report[0]);
+  close(report[1]);
+}
+
+}  // namespace
