@@ -77,20 +77,25 @@ Result<std::unique_ptr<proto::Stream>> SetUpChannel(SanSocket& s, fabric::Provid
   proto::FourTuple tuple;
   tuple.client = local.value();
   tuple.server = proto::CanonicalAddress(peer, len);
-  Runtime& rt = Runtime::Get();
-  const proto::StreamParams params = rt.StreamParamsFor(provider);
+  return ConnectStream(provider, peer, len, tuple);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
+                                                     const sockaddr* rendezvous, socklen_t len,
+                                                     const proto::FourTuple& tuple) {
+  const proto::StreamParams params = Runtime::Get().StreamParamsFor(provider);
   Result<std::unique_ptr<fabric::Endpoint>> ep =
       provider.CreateEndpoint(proto::Stream::EndpointAttrFor(params));
   if (!ep.ok()) return ep.status();
   Result<std::unique_ptr<proto::Stream>> stream =
       proto::Stream::Create(std::move(ep).value(), provider.capabilities(), params);
   if (!stream.ok()) return stream.status();
-  Status st = stream.value()->endpoint().Connect(peer, len, proto::EncodeConnectRequest(tuple));
+  Status st = stream.value()->endpoint().Connect(rendezvous, len, proto::EncodeConnectRequest(tuple));
   if (!st.ok()) return st;
   return stream;
 }
-
-}  // namespace
 
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason) {
   if (stream) {

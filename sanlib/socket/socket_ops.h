@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "fabric/provider.h"
+#include "proto/wire.h"
 #include "socket/san_socket.h"
 
 struct san_info;
@@ -56,6 +58,11 @@ void CheckKernelSide(SanSocket& s);
 SanSocket* Track(int fd, bool nonblocking);
 // Makes a connected socket a SAN one over `stream`, or (stream == nullptr) records why it stays TCP.
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason);
+// The client half of a SAN channel: a stream over a new endpoint of `provider`, connected to the
+// rendezvous at `rendezvous` with `tuple` (the TCP connection it stands beside) as its request.
+Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
+                                                     const sockaddr* rendezvous, socklen_t len,
+                                                     const proto::FourTuple& tuple);
 // Blocks (bounded) until the peer's WAKEUP opened the window of a freshly settled SAN socket.
 void WaitForWindow(SanSocket& s);
 // The kernel socket's addresses in canonical form (proto::CanonicalAddress).

@@ -200,18 +200,11 @@ Result<std::unique_ptr<proto::Stream>> ConnectChannel(int fd, fabric::Provider& 
       RecvMsg<proto::UpgradeOffer, proto::DecodeUpgradeOffer>(fd, deadline_ns);
   if (!offer.ok()) return offer.status();
   if (offer->status != 0) return Status(offer->status, "san_upgrade: peer could not listen");
-  const proto::StreamParams params = Runtime::Get().StreamParamsFor(provider);
-  Result<std::unique_ptr<fabric::Endpoint>> ep =
-      provider.CreateEndpoint(proto::Stream::EndpointAttrFor(params));
-  if (!ep.ok()) return ep.status();
   Result<std::unique_ptr<proto::Stream>> stream =
-      proto::Stream::Create(std::move(ep).value(), provider.capabilities(), params);
+      ConnectStream(provider, reinterpret_cast<const sockaddr*>(&offer->rendezvous),
+                    sizeof(sockaddr_in), own);
   if (!stream.ok()) return stream.status();
-  Status st = stream.value()->endpoint().Connect(
-      reinterpret_cast<const sockaddr*>(&offer->rendezvous), sizeof(sockaddr_in),
-      proto::EncodeConnectRequest(own));
-  if (st.ok()) st = stream.value()->Start();
-  if (!st.ok()) return st;
+  if (Status st = stream.value()->Start(); !st.ok()) return st;
   return stream;
 }
 
