@@ -21,15 +21,18 @@ namespace {
 
 std::string AddressText(const sockaddr_storage& a) {
   char host[INET6_ADDRSTRLEN] = "?";
+  char text[INET6_ADDRSTRLEN + 16];
   if (a.ss_family == AF_INET) {
     const auto& in = reinterpret_cast<const sockaddr_in&>(a);
     inet_ntop(AF_INET, &in.sin_addr, host, sizeof host);
-    return std::string(host) + ":" + std::to_string(ntohs(in.sin_port));
+    snprintf(text, sizeof text, "%s:%u", host, ntohs(in.sin_port));
+    return text;
   }
   if (a.ss_family == AF_INET6) {
     const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
     inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6.sin6_port));
+    snprintf(text, sizeof text, "[%s]:%u", host, ntohs(in6.sin6_port));
+    return text;
   }
   return "*";
 }

@@ -275,7 +275,7 @@ short PollOne(Api& api, int fd, short events, int timeout_ms = kWaitMs) {
 std::string PollAll(Api& api, pollfd* fds, nfds_t n, int timeout_ms) {
   const int rc = api.Poll(fds, n, timeout_ms);
   std::string out = Outcome(rc);
-  for (nfds_t i = 0; i < n; ++i) out += " " + PollMask(fds[i].revents);
+  for (nfds_t i = 0; i < n; ++i) out.append(" ").append(PollMask(fds[i].revents));
   return out;
 }
 

@@ -1,0 +1,14 @@
+#include "transport.h"
+
+namespace san::bench {
+
+// The one list of transports.
+std::unique_ptr<Transport> MakeTransport(std::string_view name, Mode mode) {
+  if (name == "raw-shm") return MakeRawShmTransport(mode);
+  if (name == "sanlib") return MakeSanlibTransport(mode);
+  if (name == "tcp") return MakeTcpTransport(mode);
+  if (name == "unix") return MakeUnixTransport(mode);
+  return nullptr;
+}
+
+}  // namespace san::bench

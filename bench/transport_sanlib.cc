@@ -1,0 +1,97 @@
+// sanlib through its public C API (<san/san.h>): SOCK_SAN sockets on 127.0.0.1, which the library
+// carries over the shm provider. A connection that falls back to kernel TCP would be measuring the
+// wrong thing, so both ends check san_getinfo and treat a fallback as an error.
+//
+// Never busy-polled from outside: in spin mode the runner sets SAN_SPIN_US large in this process
+// before the first san_* call, and the library's blocking calls spin; in block mode SAN_SPIN_US=0.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <cstdio>
+
+#include "transport_socket.h"
+
+namespace san::bench {
+namespace {
+
+sockaddr_in Loopback(uint16_t port) {
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(port);
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return sin;
+}
+
+Status SetNoDelay(int fd) {
+  const int on = 1;
+  if (san_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) != 0) {
+    return Status::FromErrno("san_setsockopt(TCP_NODELAY)");
+  }
+  return Status::Ok();
+}
+
+Status CheckAccelerated(int fd, const char* side) {
+  san_info info;
+  if (san_getinfo(fd, &info) != 0) return Status::FromErrno("san_getinfo");
+  if (info.mode == SAN_MODE_SHM) return Status::Ok();
+  fprintf(stderr, "san-bench: sanlib %s connection is not on shm (mode %d): %s\n", side, info.mode,
+          info.fallback);
+  return Status(ENOTSUP, "sanlib connection fell back to kernel TCP");
+}
+
+class SanlibTransport : public SocketTransport<SanCalls> {
+ public:
+  SanlibTransport() : SocketTransport(/*busy_poll=*/false) {}
+
+ protected:
+  Result<int> OpenListener(std::string* address) override {
+    const int fd = san_socket(AF_INET, SOCK_SAN | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status::FromErrno("san_socket");
+    const int on = 1;
+    san_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    sockaddr_in sin = Loopback(0);
+    socklen_t len = sizeof sin;
+    if (san_bind(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) != 0 ||
+        san_listen(fd, 16) != 0 ||
+        san_getsockname(fd, reinterpret_cast<sockaddr*>(&sin), &len) != 0) {
+      Status st = Status::FromErrno("san_bind/san_listen");
+      san_close(fd);
+      return st;
+    }
+    *address = std::to_string(ntohs(sin.sin_port));
+    return fd;
+  }
+
+  Result<int> OpenClient(const std::string& address, const Setup& setup) override {
+    const int fd = san_socket(AF_INET, SOCK_SAN | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status::FromErrno("san_socket");
+    Status st;
+    const sockaddr_in sin = Loopback(static_cast<uint16_t>(std::stoi(address)));
+    if (setup.nodelay) st = SetNoDelay(fd);
+    if (st.ok() && san_connect(fd, reinterpret_cast<const sockaddr*>(&sin), sizeof sin) != 0) {
+      st = Status::FromErrno("san_connect");
+    }
+    if (st.ok() && setup.kind != Kind::kQuit) st = CheckAccelerated(fd, "client");
+    if (!st.ok()) {
+      san_close(fd);
+      return st;
+    }
+    return fd;
+  }
+
+  Status ConfigureAccepted(int fd, const Setup& setup) override {
+    if (setup.nodelay) {
+      if (Status st = SetNoDelay(fd); !st.ok()) return st;
+    }
+    return CheckAccelerated(fd, "server");
+  }
+
+  bool HasNoDelay() const override { return true; }
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> MakeSanlibTransport(Mode) { return std::make_unique<SanlibTransport>(); }
+
+}  // namespace san::bench
