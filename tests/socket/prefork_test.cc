@@ -16,6 +16,9 @@
 
 #include "san/san.h"
 
+// The workers are fork children of this multithreaded process that start sanlib's threads.
+extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
+
 namespace {
 
 sockaddr_in Loopback(uint16_t port) {
@@ -138,6 +141,8 @@ TEST(Prefork, ChildrenAcceptingOnAnInheritedListenerGetTheClientsChannel) {
   }
   // A plain kernel client: TCP on both ends, bytes intact.
   const int plain = socket(AF_INET, SOCK_STREAM, 0);
+  timeval bound{10, 0};  // a dead worker must fail the test, not hang it
+  ASSERT_EQ(setsockopt(plain, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound), 0);
   sockaddr_in a = Loopback(port);
   ASSERT_EQ(connect(plain, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
   std::vector<uint8_t> out(100000), in(100000);
