@@ -1,7 +1,9 @@
 // UniqueFd: owns one file descriptor and closes it exactly once (RAII for every fd in sanlib).
 //
 // Thread-safety: like a unique_ptr; one owner. release() hands the fd out without closing it.
-// close() goes straight to the kernel (syscall), never through an interposed close().
+// close() goes straight to the kernel (syscall), never through an interposed close() -- except
+// under ThreadSanitizer, which tracks fds through the libc calls it intercepts: a close it cannot
+// see makes the fd number's reuse look like a data race (KernelClose below).
 #pragma once
 
 #include <sys/syscall.h>
@@ -9,7 +11,23 @@
 
 #include <utility>
 
+#if defined(__SANITIZE_THREAD__)
+#define SAN_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SAN_TSAN 1
+#endif
+#endif
+
 namespace san {
+
+inline int KernelClose(int fd) {
+#ifdef SAN_TSAN
+  return ::close(fd);
+#else
+  return static_cast<int>(::syscall(SYS_close, fd));
+#endif
+}
 
 class UniqueFd {
  public:
@@ -28,7 +46,7 @@ class UniqueFd {
   bool valid() const { return fd_ >= 0; }
   int release() { return std::exchange(fd_, -1); }
   void reset(int fd = -1) {
-    if (fd_ >= 0) ::syscall(SYS_close, fd_);
+    if (fd_ >= 0) KernelClose(fd_);
     fd_ = fd;
   }
 

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/unique_fd.h"
+
 namespace san::kernel {
 
 inline int socket(int domain, int type, int protocol) {
@@ -36,7 +38,7 @@ inline ssize_t recv(int fd, void* buf, size_t len, int flags) {
   return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
 }
 inline int shutdown(int fd, int how) { return static_cast<int>(::syscall(SYS_shutdown, fd, how)); }
-inline int close(int fd) { return static_cast<int>(::syscall(SYS_close, fd)); }
+inline int close(int fd) { return KernelClose(fd); }
 inline int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
   return static_cast<int>(::syscall(SYS_getsockopt, fd, level, name, value, len));
 }
