@@ -2,6 +2,7 @@
 
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
@@ -38,6 +39,14 @@ std::string HostKey(const sockaddr* addr, socklen_t len) {
 }
 
 }  // namespace
+
+ShmProvider::ShmProvider() {
+  // Providers live for the process (registry.h), so the handlers may refer to this one. Only the
+  // first provider object registers (tests may make more; they do not fork around them).
+  static ShmProvider* const self = this;
+  pthread_atfork([] { self->mu_.lock(); }, [] { self->mu_.unlock(); },
+                 [] { self->mu_.unlock(); });
+}
 
 bool ShmProvider::Reaches(const sockaddr* peer, socklen_t len) const {
   if (IsLoopbackAddress(peer, len)) return true;

@@ -3,7 +3,8 @@
 // docs/fabric.md for the contract and the segment layout.
 //
 // Thread-safety: every method may be called from any thread; Reaches() caches this namespace's
-// interface addresses for a second under a mutex. Ownership: stateless apart from that cache;
+// interface addresses for a second under a mutex, which pthread_atfork handlers hold across
+// fork() (a fork by another thread inside Reaches() must not leave it locked in the child). Ownership: stateless apart from that cache;
 // listeners and endpoints it creates are owned by the caller.
 #pragma once
 
@@ -19,6 +20,7 @@ class ShmProvider final : public Provider {
  public:
   static constexpr uint32_t kMaxMtu = 1u << 20;
 
+  ShmProvider();
   const char* name() const override { return "shm"; }
   uint32_t capabilities() const override {
     return kCapReliable | kCapSendFromAnyMemory | kCapWaitable | kCapTransferable;
