@@ -23,7 +23,43 @@ SanSocket* ShmSocket(int fd) {
   return nullptr;
 }
 
+// What is left of the application's iovec array during one call, advanced past the bytes taken:
+// a copy, kept inline for the usual handful of entries so the data path does not allocate.
+class IovRemainder {
+ public:
+  IovRemainder(const iovec* iov, int count) : count_(count) {
+    if (count > kInline) {
+      heap_.assign(iov, iov + count);
+      data_ = heap_.data();
+    } else {
+      std::copy(iov, iov + count, inline_);
+      data_ = inline_;
+    }
+  }
+  IovRemainder(const IovRemainder&) = delete;
+  IovRemainder& operator=(const IovRemainder&) = delete;
+  const iovec* data() const { return data_ + first_; }
+  int count() const { return count_ - first_; }
+  // Skips n bytes; true when nothing is left.
+  bool Advance(size_t n) {
+    while (first_ < count_ && n >= data_[first_].iov_len) n -= data_[first_++].iov_len;
+    if (first_ == count_) return true;
+    data_[first_].iov_base = static_cast<char*>(data_[first_].iov_base) + n;
+    data_[first_].iov_len -= n;
+    return false;
+  }
+
+ private:
+  static constexpr int kInline = 8;
+  iovec inline_[kInline];
+  std::vector<iovec> heap_;
+  iovec* data_ = nullptr;
+  int count_ = 0;
+  int first_ = 0;
+};
+
 constexpr uint64_t kNoDeadline = ~uint64_t{0};
+constexpr uint32_t kClockEvery = 16;
 
 // One application call's SO_RCVTIMEO / SO_SNDTIMEO clock, however many Drives the call takes.
 struct CallDeadline {
@@ -52,10 +88,16 @@ template <typename Op>
 Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadline* call, Op op) {
   const uint64_t spin_ns = uint64_t{Runtime::Get().config().spin_us} * 1000;
   uint64_t spin_until = 0;
-  for (;;) {
+  for (uint32_t attempt = 0;; ++attempt) {
     Result<size_t> r = op();
     WakeSleepers(s);  // whatever this attempt reaped may be what another thread waits for
     if (r.ok() || !r.status().would_block() || nonblocking) return r;
+    // The clock is read at the first miss and then every kClockEvery-th: a spinning attempt is
+    // a few tens of ns, so reading it each time would be a good part of the loop.
+    if (spin_until != 0 && attempt % kClockEvery != 0) {
+      CpuRelax();
+      continue;
+    }
     const uint64_t now = NowNs();
     if (call->first_wait_ns == 0) call->first_wait_ns = now;
     if (spin_until == 0) spin_until = now + spin_ns;
@@ -114,14 +156,13 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
   }
   const bool nonblocking = (flags & MSG_DONTWAIT) || s->nonblocking.load(std::memory_order_relaxed);
   // A blocking send returns only when everything is taken (or on error): walk the iovec.
-  std::vector<iovec> rest(iov, iov + iovcnt);
-  size_t first = 0;
+  IovRemainder rest(iov, iovcnt);
   size_t total = 0;
   CallDeadline deadline;
   for (;;) {
     bool buffered = false;
     Result<size_t> r = Drive(*s, true, nonblocking, &deadline, [&] {
-      return s->stream->Send(rest.data() + first, static_cast<int>(rest.size() - first), &buffered);
+      return s->stream->Send(rest.data(), rest.count(), &buffered);
     });
     if (buffered && s->stream->TryArmTimer()) Runtime::Get().closer().ArmTimer(s->stream.get());
     if (!r.ok()) {
@@ -132,12 +173,8 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
       errno = err;
       return -1;
     }
-    size_t n = r.value();
-    total += n;
-    while (first < rest.size() && n >= rest[first].iov_len) n -= rest[first++].iov_len;
-    if (first == rest.size() || nonblocking) return static_cast<ssize_t>(total);
-    rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + n;
-    rest[first].iov_len -= n;
+    total += r.value();
+    if (rest.Advance(r.value()) || nonblocking) return static_cast<ssize_t>(total);
   }
 }
 
@@ -175,15 +212,13 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   const bool nonblocking = read_shut || (flags & MSG_DONTWAIT) ||
                            s->nonblocking.load(std::memory_order_relaxed);
   const bool waitall = (flags & MSG_WAITALL) && !peek && !nonblocking;
-  std::vector<iovec> rest;
-  if (waitall) rest.assign(iov, iov + iovcnt);
-  size_t first = 0;
+  IovRemainder rest(iov, waitall ? iovcnt : 0);
   size_t total = 0;
   CallDeadline deadline;
   for (;;) {
     Result<size_t> r = Drive(*s, false, nonblocking, &deadline, [&] {
       if (!waitall) return s->stream->Recv(iov, iovcnt, peek);
-      return s->stream->Recv(rest.data() + first, static_cast<int>(rest.size() - first), false);
+      return s->stream->Recv(rest.data(), rest.count(), false);
     });
     if (!r.ok()) {
       if (total > 0) return static_cast<ssize_t>(total);
@@ -198,10 +233,7 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
     if (probing) return 0;
     if (!waitall || n == 0) return static_cast<ssize_t>(total + n);  // n == 0: EOF
     total += n;
-    while (first < rest.size() && n >= rest[first].iov_len) n -= rest[first++].iov_len;
-    if (first == rest.size()) return static_cast<ssize_t>(total);
-    rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + n;
-    rest[first].iov_len -= n;
+    if (rest.Advance(n)) return static_cast<ssize_t>(total);
   }
 }
 
