@@ -140,7 +140,8 @@ class Endpoint {
 
   // Abortive disconnect: the peer's outstanding and later work completes with ECONNRESET.
   virtual void Disconnect() = 0;
-  // True once the peer is known gone or the connection broke (cheap; polled by the close thread).
+  // True once the peer is known gone or the connection broke. May make one nonblocking syscall;
+  // for cold paths (close thread, set-up), not the data path.
   virtual bool broken() const = 0;
 
   virtual uint32_t mtu() const = 0;

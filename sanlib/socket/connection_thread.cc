@@ -108,6 +108,9 @@ void ConnectionThread::AfterForkChild() {
   // Only the forking thread exists in the child. The parent's thread keeps serving the shared
   // rendezvous sockets; the child must not compete with it for requests.
   running_ = false;
+  // The eventfd is the parent's too: a wake-up meant for one process's thread could be taken by
+  // the other's. The child's thread gets its own.
+  control_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   service_.Close();  // the parent's name: the child answers under its own pid once it starts
   served_.clear();
   for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels

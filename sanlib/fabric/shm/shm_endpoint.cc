@@ -386,7 +386,10 @@ bool ShmEndpoint::broken() const {
     Break(ECONNRESET);
     return true;
   }
-  CheckPeerAlive(false);
+  // Always look (one nonblocking peek): callers are cold paths (the close thread, the connection
+  // thread's pending channels, accept's claim), and a claim must not miss a client that gave up
+  // within the data path's rate-limit interval.
+  CheckPeerAlive(true);
   return local_->broken_reason.load(std::memory_order_relaxed) != 0;
 }
 
