@@ -16,6 +16,9 @@
 // number. Errors carry the failing call in their Status; details go to stderr where they are found.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +29,15 @@
 #include "protocol.h"
 
 namespace san::bench {
+
+// 127.0.0.1:port, where every benchmarked connection lives.
+inline sockaddr_in Loopback(uint16_t port) {
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(port);
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return sin;
+}
 
 struct Setup {
   Kind kind = Kind::kLatency;

@@ -98,14 +98,6 @@ EndpointAttr ListenerAttr() {
   return attr;
 }
 
-sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in sin{};
-  sin.sin_family = AF_INET;
-  sin.sin_port = htons(port);
-  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return sin;
-}
-
 // One endpoint's completions: receives come out in order through Next; send completions are
 // reaped on the way (they carry nothing but errors). Receives seen while reaping for a full send
 // queue are kept for Next, so none is lost.

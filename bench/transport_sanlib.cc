@@ -15,14 +15,6 @@
 namespace san::bench {
 namespace {
 
-sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in sin{};
-  sin.sin_family = AF_INET;
-  sin.sin_port = htons(port);
-  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return sin;
-}
-
 Status SetNoDelay(int fd) {
   const int on = 1;
   if (san_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) != 0) {

@@ -8,6 +8,7 @@ function(san_add_test)
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR}/tests)  # "support/..."
   # An empty LABELS value would shift the PROPERTIES list (TIMEOUT became a label and no test had
   # a timeout): pass LABELS only when there are some.
   set(props TIMEOUT ${T_TIMEOUT})

@@ -32,11 +32,16 @@
 
 #include <gtest/gtest.h>
 
+#include "support/inet.h"
+
 #include "san/san.h"
 
 extern char** environ;
 
 namespace {
+
+using san::testing_support::Loopback;
+using san::testing_support::PortOf;
 
 constexpr size_t kBulk = 4u << 20;  // bytes each way in the bulk cases
 constexpr int kWaitMs = 10000;      // bound on any single wait for the peer
@@ -139,21 +144,6 @@ bool RecvUpTo(const Io& io, int fd, size_t max, bool until_eof, std::vector<uint
 
 // ---------------------------------------------------------------------------------------------
 // Sockets.
-
-sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
-
-uint16_t PortOf(int fd) {
-  sockaddr_in a{};
-  socklen_t len = sizeof a;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return 0;
-  return ntohs(a.sin_port);
-}
 
 int KernelListener(uint16_t* port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

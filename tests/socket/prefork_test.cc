@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/inet.h"
+
 #include "san/san.h"
 
 // The workers are fork children of this multithreaded process that start sanlib's threads.
@@ -22,13 +24,8 @@ extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
 
 namespace {
 
-sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
+using san::testing_support::Loopback;
+using san::testing_support::PortOf;
 
 int Listen(uint16_t* port) {
   const int fd = san_socket(AF_INET, SOCK_SAN, 0);

@@ -38,9 +38,14 @@
 
 #include <gtest/gtest.h>
 
+#include "support/inet.h"
+
 #include "san/san.h"
 
 namespace {
+
+using san::testing_support::Loopback;
+using san::testing_support::PortOf;
 
 // ---------------------------------------------------------------------------------------------
 // The two implementations under test.
@@ -207,14 +212,6 @@ std::string SideBySide(const Trace& san, const Trace& kernel) {
 // Helpers every case uses.
 
 constexpr int kWaitMs = 5000;  // the bound on waiting for something that must happen
-
-sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
 
 // A connected pair, both ends in this process. Closes what is still open at the end.
 struct Pair {

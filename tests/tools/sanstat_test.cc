@@ -12,10 +12,15 @@
 
 #include <gtest/gtest.h>
 
+#include "support/inet.h"
+
 #include "san/san.h"
 #include "tools/stat_report.h"
 
 namespace {
+
+using san::testing_support::Loopback;
+using san::testing_support::PortOf;
 
 std::string Capture(const std::string& cmd) {
   std::string out;
@@ -26,21 +31,6 @@ std::string Capture(const std::string& cmd) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   pclose(p);
   return out;
-}
-
-sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
-
-uint16_t PortOf(int fd) {
-  sockaddr_in a{};
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
 }
 
 TEST(Sanstat, ListsShmAndFallbackSocketsOfALiveProcess) {
