@@ -643,6 +643,12 @@ bool Stream::Finished() {
          !sh.fin_pending && sh.fill_len == 0;
 }
 
+bool Stream::NothingLeftToPost() {
+  Locked l(*this);
+  l.Progress();
+  return !l.sh().fin_pending || l.sh().error != 0 || endpoint_->broken();
+}
+
 void Stream::Abort() {
   Locked l(*this);
   l.Fail(ECONNRESET);
@@ -675,7 +681,6 @@ StreamStats Stream::Stats() {
   s.window = l.sh().window.window();
   s.mtu = l.sh().peer_buffer_size ? l.PacketMax() : params_.mtu;
   s.phase = l.sh().close.phase();
-  s.fin_pending = l.sh().fin_pending;
   return s;
 }
 

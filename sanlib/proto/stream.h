@@ -65,7 +65,6 @@ struct StreamStats {
   uint32_t window = 0;
   uint32_t mtu = 0;
   ClosePhase phase = ClosePhase::kOpen;
-  bool fin_pending = false;  // FIN requested but not posted yet (waits for the combine buffer)
 };
 
 struct StreamShared;  // stream.cc: the state block in shared memory
@@ -136,6 +135,10 @@ class Stream {
   // socket in FIN_WAIT_2 holds no application state either. Releasing breaks the link: the peer
   // still reads everything and then EOF, but its later sends fail with ECONNRESET.
   bool Finished();
+  // Exit's test (makes progress first): nothing of ours waits to be posted any more -- the FIN
+  // requested by ShutdownWrite (and the combined bytes before it) went out, or the connection
+  // broke. Either way exiting now loses nothing: what was posted is in the peer's buffers.
+  bool NothingLeftToPost();
   // Abortive close: the peer sees ECONNRESET. Used for close with unread data and at exit.
   void Abort();
   // Marks the connection broken from outside (e.g. the kernel socket underneath died).

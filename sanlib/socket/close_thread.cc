@@ -12,18 +12,9 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "socket/socket_ops.h"
 
 namespace san {
-namespace {
-
-// The kernel socket underneath reports EOF or an error: the peer process is gone.
-bool KernelSocketGone(int fd) {
-  char byte;
-  ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-}  // namespace
 
 CloseThread::~CloseThread() {
   {
@@ -105,7 +96,7 @@ bool CloseThread::Finish(Closing& c, uint64_t now) {
   if (s.Finished()) return true;
   proto::Readiness r = s.GetReadiness();
   if (r.error) return true;
-  if (s.endpoint().broken() || KernelSocketGone(c.kernel_fd.get())) return true;
+  if (s.endpoint().broken() || PeekKernelSide(c.kernel_fd.get()) == KernelSide::kGone) return true;
   if (now >= c.deadline_ns) {
     SAN_LOG_INFO("close: linger expired, resetting the connection");
     s.Abort();
@@ -122,14 +113,9 @@ size_t CloseThread::Drain(uint32_t max_wait_ms) {
       for (proto::Stream* s : timed_) s->Flush();
       size_t unfinished = 0;
       for (auto& c : closing_) {
-        // Once FIN is posted, everything before it is in the peer's buffers: exiting loses nothing.
-        // The phase leaves kOpen when the FIN is requested, not when it is posted: a FIN behind
-        // combined bytes waits for a credit, and exiting then would lose both.
-        c.stream->Progress();
-        if (c.stream->Stats().fin_pending && c.stream->GetReadiness().error == 0 &&
-            !c.stream->endpoint().broken()) {
-          ++unfinished;
-        }
+        // Not the close phase: it leaves kOpen when the FIN is requested, not when it is posted,
+        // and a FIN behind combined bytes waits for a credit.
+        if (!c.stream->NothingLeftToPost()) ++unfinished;
       }
       if (unfinished == 0 || NowNs() >= deadline) return unfinished;
     }

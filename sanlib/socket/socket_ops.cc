@@ -339,11 +339,7 @@ void ShutdownAllForExit() {
   const uint64_t deadline = NowNs() + uint64_t{rt.config().linger_ms} * 1000000;
   for (;;) {
     shut.erase(std::remove_if(shut.begin(), shut.end(),
-                              [](proto::Stream* st) {
-                                st->Progress();
-                                return !st->Stats().fin_pending || st->GetReadiness().error != 0 ||
-                                       st->endpoint().broken();
-                              }),
+                              [](proto::Stream* st) { return st->NothingLeftToPost(); }),
                shut.end());
     if (shut.empty() || NowNs() >= deadline) return;
     std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -50,6 +50,10 @@ int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count,
 Status SleepOnSocket(SanSocket& s, bool want_write, int timeout_ms);
 // Wakes other threads of this process sleeping on `s` (after this thread made progress for them).
 void WakeSleepers(SanSocket& s);
+// A nonblocking peek at the kernel socket under a SAN connection: nothing (the normal case),
+// bytes (which the peer never sends there), or EOF/reset (the peer process is gone).
+enum class KernelSide { kQuiet, kData, kGone };
+KernelSide PeekKernelSide(int fd);
 // The kernel socket under `s` became readable: EOF/reset means the peer process is gone.
 void CheckKernelSide(SanSocket& s);
 

@@ -39,13 +39,20 @@ void WakeSleepers(SanSocket& s) {
   if (fd >= 0) eventfd_write(fd, 1);
 }
 
-void CheckKernelSide(SanSocket& s) {
+KernelSide PeekKernelSide(int fd) {
   char byte;
-  ssize_t n = kernel::recv(s.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  const ssize_t n = kernel::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0) return KernelSide::kData;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return KernelSide::kQuiet;
+  return KernelSide::kGone;  // EOF or an error (reset)
+}
+
+void CheckKernelSide(SanSocket& s) {
+  const KernelSide side = PeekKernelSide(s.fd);
+  if (side == KernelSide::kQuiet) return;
   // EOF, reset, or bytes on a connection whose data goes over SAN: stop watching the kernel side.
   s.tcp_gone.store(true);
-  if (n > 0) {
+  if (side == KernelSide::kData) {
     SAN_LOG_WARN("fd %d: unexpected bytes on the kernel socket under a SAN connection", s.fd);
     return;
   }
