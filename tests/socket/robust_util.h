@@ -62,15 +62,22 @@ inline bool WaitUntil(const std::function<bool()>& pred, int timeout_ms, int ste
 // a clear failure instead of a ctest timeout.
 class Watchdog {
  public:
+  // Returns once the thread is waiting: tests fork right after, and a thread still starting up
+  // may hold the allocator's lock (GCC 12's libasan does not take it across fork()), which a fork
+  // child would then wait on forever.
   explicit Watchdog(int seconds, const char* what = "test") : what_(what) {
     thread_ = std::thread([this, seconds] {
       std::unique_lock<std::mutex> lock(mu_);
+      started_ = true;
+      cv_.notify_all();
       if (!cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) {
         std::fprintf(stderr, "WATCHDOG: %s still running after %d s: hung\n", what_, seconds);
         std::fflush(stderr);
         _exit(99);
       }
     });
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return started_; });
   }
   ~Watchdog() {
     {
@@ -86,6 +93,7 @@ class Watchdog {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  bool started_ = false;
   std::thread thread_;
 };
 
