@@ -24,8 +24,19 @@ struct Config {
   uint32_t copy_threshold = 2048;    // sends up to this size are staged/combined; above, sent directly
   uint32_t mtu = 32768;              // max DATA payload; capped by the provider's
   uint32_t spin_us = 50;             // spin this long before blocking on the doorbell (0 = block at once)
+  // Single copy (docs/protocol.md "Single copy"): a receiver blocked in recv() with nothing queued
+  // and a buffer of at least single_copy_min bytes lets the sender write straight into it
+  // (process_vm_writev on shm) instead of through the receive buffers: one copy instead of two.
+  // Off by default: measured on this project's 2-vCPU VM, process_vm_writev (page pinning per
+  // call) is slower than the ring's two user-space copies at every size (docs/fabric.md).
+  bool single_copy = false;
+  uint32_t single_copy_min = 65536;
   uint32_t linger_ms = 2000;         // how long the close thread waits for FIN/FINACK before aborting
   LogLevel log_level = LogLevel::kWarn;
+  // Compatibility layer: which sockets a preloaded program makes SAN-capable (compat/rules.h).
+  std::string rules;       // SAN_RULES: rules separated by ';'
+  std::string rules_file;  // SAN_RULES_FILE: a file of rules, one per line, read after SAN_RULES
+  std::string report;      // SAN_REPORT: file this process appends a usage line to at exit
 
   // The process-wide configuration, parsed from the environment on first use.
   static const Config& Get();

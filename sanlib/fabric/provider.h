@@ -40,7 +40,8 @@ enum Capability : uint32_t {
   kCapReliable = 1u << 0,           // lossless, in order; Poll never reports loss of a message
   kCapSendFromAnyMemory = 1u << 1,  // send segments need no registration (key may be 0), and the
                                     // source may be reused as soon as PostSend returns
-  kCapSingleCopy = 1u << 2,         // large sends can skip the peer's bounce buffer (see docs)
+  kCapSingleCopy = 1u << 2,         // one-sided writes into a window the peer exposes (the
+                                    // Endpoint's *Window methods; docs/fabric.md "Single copy")
   kCapWaitable = 1u << 3,           // notify_fd() works with poll/epoll
   kCapTransferable = 1u << 4,       // a connected endpoint can move to another process (Export)
 };
@@ -74,6 +75,24 @@ struct RecvWork {
   uint32_t length = 0;
   uint32_t key = 0;  // from a MemoryRegion
 };
+
+// What the receiving side tells its peer (through the protocol, e.g. in a packet) so the peer can
+// write straight into memory of the receiver's process: RDMA-write-shaped (verbs: addr + rkey).
+// Peer-supplied when it arrives: a writer only ever targets the process it validated at set-up,
+// and never writes more than `length`.
+struct WindowKey {
+  uint64_t addr = 0;        // start of the window in the exposing process's address space
+  uint64_t length = 0;      // bytes it may receive
+  uint32_t generation = 0;  // names this exposure; a key of an earlier one never matches
+};
+
+// How an exposed window ended (RevokeWindow).
+enum class WindowFate : uint8_t {
+  kUnused,   // nothing was written, and from now on nothing can be
+  kWritten,  // the peer finished a write into it (how much, the peer says in its next message)
+};
+
+constexpr int kMaxWindowSegments = 16;
 
 enum class Op : uint8_t { kSend, kRecv };
 
@@ -145,6 +164,42 @@ class Endpoint {
   virtual bool broken() const = 0;
 
   virtual uint32_t mtu() const = 0;
+
+  // ---- Single copy (kCapSingleCopy; every method has a "not supported" default) ----------------
+  // A receiver exposes one window (the application's buffer) while it waits; the peer, holding
+  // the key, writes into it at most once; the receiver revokes it before its call returns. The
+  // revocation is race-free: after RevokeWindow returns, nothing will land in the window.
+  //
+  // Whether this side can write into the peer's windows. The first call may make one syscall (shm:
+  // a probe the kernel must permit); false for good after any refusal (WriteWindow's EPERM too).
+  virtual bool CanWriteWindows() { return false; }
+  // Whether the peer could write into a window this process exposes (shm: only the process the
+  // peer validated at set-up, not a fork child or an importer). Cheap; one getpid().
+  virtual bool CanExposeWindows() const { return false; }
+  // Receiving thread. Exposes [addr, addr+length); at most one window at a time (a second Expose
+  // before RevokeWindow is EBUSY). The memory must stay valid until RevokeWindow returns.
+  virtual Result<WindowKey> ExposeWindow(void* addr, size_t length) {
+    (void)addr;
+    (void)length;
+    return Status(ENOTSUP, "Endpoint::ExposeWindow");
+  }
+  // Receiving thread. Ends the exposed window. If the peer is writing at that moment, waits for
+  // the write to finish (a correct writer takes one syscall); a write that does not finish within
+  // a bound (1 s) or a peer that dies or scribbles the window's state breaks the connection
+  // (ECONNRESET) -- the only case where this returns before the writer is known to be done.
+  // EINVAL when no window is exposed.
+  virtual Result<WindowFate> RevokeWindow() { return Status(ENOTSUP, "Endpoint::RevokeWindow"); }
+  // Sending thread. Writes `segs` (total <= key.length) into the peer's window named by `key` in
+  // one go and returns how many bytes landed (all of them unless the peer's memory ends early).
+  // ECANCELED: the window was revoked (or `key` is stale); nothing was written. Any other error
+  // (EPERM, ENOSYS, ESRCH, EFAULT...): nothing usable was written, the window is spent, and for
+  // EPERM/ENOSYS CanWriteWindows() is false from now on. Never breaks the connection itself.
+  virtual Result<size_t> WriteWindow(const WindowKey& key, const Segment* segs, int nsegs) {
+    (void)key;
+    (void)segs;
+    (void)nsegs;
+    return Status(ENOTSUP, "Endpoint::WriteWindow");
+  }
 
   // Moving a connected endpoint to another process (kCapTransferable; ENOTSUP otherwise). The
   // caller guarantees nobody uses this endpoint during Export and that it is only destroyed, never

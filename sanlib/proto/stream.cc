@@ -1,6 +1,8 @@
 #include "proto/stream.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -20,6 +22,28 @@ constexpr uint32_t kMaxReceives = 512;  // P <= 255 + 255 + 1
 constexpr uint64_t kStagingTag = 1ull << 63;
 constexpr uint64_t kDirectTag = 1ull << 62;
 constexpr int kPollBatch = 16;
+// Single copy: the largest window we expose and the most one write moves (a revoker may have to
+// wait for one write: keep it to a few milliseconds).
+constexpr uint32_t kMaxWindowBytes = 16u << 20;
+// How long a receiver whose window was written waits for the writer's PUT (posted right after
+// the write by a correct peer).
+constexpr uint64_t kPutWaitNs = 1'000'000'000;
+constexpr uint32_t kBigMemory = 8;
+
+// getpid() without a syscall per call: windows belong to the process that offered them (after
+// fork the child has the same buffer addresses as its parent).
+std::atomic<pid_t> g_pid{0};
+pid_t CurrentPid() {
+  pid_t pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    static const int registered =
+        pthread_atfork(nullptr, nullptr, [] { g_pid.store(0, std::memory_order_relaxed); });
+    (void)registered;
+    pid = getpid();
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
 
 struct RecvEntry {
   uint32_t buffer;
@@ -81,6 +105,26 @@ struct StreamShared {
   bool violated = false;  // the peer broke the protocol: nothing it sent after that is accepted
   std::atomic<uint32_t> users{1};
   uint32_t peer_buffer_size = 0;
+
+  // Single copy (docs/protocol.md "Single copy").
+  bool can_write = false;       // we may write into the peer's windows (provider probe said yes)
+  bool peer_can_write = false;  // the peer may write into ours (its WAKEUP flag, until a PUT 0)
+  uint64_t out_bytes = 0;       // stream bytes we sent (DATA and PUT)
+  uint64_t in_bytes = 0;        // stream bytes we received (DATA and PUT)
+  // Does the peer send big messages? Set to kBigMemory by a full-size DATA packet or a PUT, one
+  // less per smaller DATA packet (a big message's short tail does not reset it; a run of small
+  // messages does).
+  uint32_t big_memory = 0;
+  bool adv_valid = false;       // sending side: the peer's latest ADVERT, not used yet
+  AdvertBody adv;
+  bool win_open = false;        // receiving side: our window (offered by win_pid over win_addr)
+  bool win_put = false;         // its PUT arrived (win_put_len bytes are in the buffer)
+  int32_t win_pid = 0;
+  uint32_t win_generation = 0;
+  uint32_t win_len = 0;
+  uint32_t win_put_len = 0;
+  uint64_t win_addr = 0;
+  uint64_t win_offset = 0;      // in_bytes when it was offered
 
   uint32_t rq_head = 0;
   uint32_t rq_count = 0;
@@ -186,8 +230,148 @@ class Stream::Locked {
 
   Status PostData(const fabric::Segment* segs, int nsegs, uint64_t id, uint32_t bytes) {
     Status st = PostPacket(PacketType::kData, segs, nsegs, id, true);
-    if (st.ok()) sh_.stats.bytes_sent += bytes;
+    if (st.ok()) {
+      sh_.stats.bytes_sent += bytes;
+      sh_.out_bytes += bytes;
+    }
     return st;
+  }
+
+  // ---- Single copy (docs/protocol.md "Single copy") ----
+
+  // Small bodies (ADVERT, PUT) go from the stack: single copy requires kCapSendFromAnyMemory.
+  Status PostPut(uint32_t generation, uint32_t length) {
+    PutBody body;
+    body.generation = generation;
+    body.length = length;
+    std::byte bytes[PutBody::kSize];
+    EncodePut(body, bytes);
+    fabric::Segment seg{bytes, PutBody::kSize, 0};
+    return PostPacket(PacketType::kPut, &seg, 1, kDirectTag, true);
+  }
+
+  bool SingleCopyProvider() const {
+    return (s_.caps_ & fabric::kCapSingleCopy) && (s_.caps_ & fabric::kCapSendFromAnyMemory);
+  }
+
+  bool OwnsWindow(const void* buffer) const {
+    return sh_.win_open && sh_.win_addr == reinterpret_cast<uintptr_t>(buffer) &&
+           sh_.win_pid == CurrentPid();
+  }
+
+  // Receiving side: with nothing queued, expose `buf` and advertise it. False: not now (the
+  // caller just waits for packets as usual).
+  bool TryOffer(const iovec& buf, size_t offer_min) {
+    if (!SingleCopyProvider() || !sh_.peer_can_write || !sh_.wakeup_received || sh_.win_open ||
+        sh_.error || sh_.close.peer_fin() || sh_.close.fin_sent() || sh_.rq_count != 0 ||
+        !sh_.window.has_credit() || buf.iov_len < offer_min) {
+      return false;
+    }
+    // Only when the peer has been sending big messages: an ADVERT per small message would cost
+    // a packet each way for nothing.
+    if (sh_.big_memory == 0) return false;
+    if (!s_.endpoint_->CanExposeWindows()) return false;
+    const uint32_t len = static_cast<uint32_t>(std::min<size_t>(buf.iov_len, kMaxWindowBytes));
+    Result<fabric::WindowKey> key = s_.endpoint_->ExposeWindow(buf.iov_base, len);
+    if (!key.ok()) return false;
+    AdvertBody body;
+    body.generation = key->generation;
+    body.stream_offset = sh_.in_bytes;
+    body.addr = key->addr;
+    body.length = len;
+    std::byte bytes[AdvertBody::kSize];
+    EncodeAdvert(body, bytes);
+    fabric::Segment seg{bytes, AdvertBody::kSize, 0};
+    if (!PostPacket(PacketType::kAdvert, &seg, 1, kDirectTag, true).ok()) {
+      s_.endpoint_->RevokeWindow();  // nobody has the key: unused
+      return false;
+    }
+    sh_.win_open = true;
+    sh_.win_put = false;
+    sh_.win_pid = CurrentPid();
+    sh_.win_generation = key->generation;
+    sh_.win_len = len;
+    sh_.win_put_len = 0;
+    sh_.win_addr = key->addr;
+    sh_.win_offset = sh_.in_bytes;
+    ++sh_.stats.windows_offered;
+    return true;
+  }
+
+  // Receiving side: ends our open window. After the provider's revoke nothing lands in it; if the
+  // peer wrote, its PUT follows the write at once, and we wait (bounded) for it to learn how much.
+  Result<size_t> CloseWindow() {
+    Result<fabric::WindowFate> fate = s_.endpoint_->RevokeWindow();
+    if (!fate.ok()) {
+      sh_.win_open = sh_.win_put = false;
+      return Fail(ECONNRESET);
+    }
+    if (fate.value() == fabric::WindowFate::kWritten && !sh_.win_put) {
+      const uint64_t deadline = NowNs() + kPutWaitNs;
+      while (!sh_.win_put && !sh_.error) {
+        Reap();
+        if (sh_.win_put || sh_.error) break;
+        if (NowNs() > deadline) {
+          Fail(ECONNRESET);
+          break;
+        }
+        CpuRelax();
+      }
+    }
+    const bool put = sh_.win_put;
+    const uint32_t n = put ? sh_.win_put_len : 0;
+    sh_.win_open = sh_.win_put = false;
+    // A PUT that claims bytes nobody wrote (the window was never claimed) is a lie.
+    if (fate.value() == fabric::WindowFate::kUnused && n > 0) return Violation();
+    if (n > 0) {
+      ++sh_.stats.windows_filled;
+      return size_t{n};
+    }
+    if (sh_.error) return Error();
+    return size_t{0};
+  }
+
+  // Sending side: writes the start of `iov` straight into the peer's advertised window, if there
+  // is one we may use now. Returns bytes sent that way (0: use the ring), or a connection error.
+  Result<size_t> SendToWindow(const iovec* iov, int iovcnt, size_t total) {
+    if (!sh_.adv_valid || !sh_.can_write || !sh_.window.has_credit()) return size_t{0};
+    sh_.adv_valid = false;  // a window is written at most once, whatever happens now
+    // Our stream must be exactly where the peer's receive stands: nothing in flight, nothing
+    // buffered. Otherwise the window would receive bytes out of order: leave it (the peer
+    // revokes it when our packets arrive).
+    if (sh_.adv.stream_offset != sh_.out_bytes || sh_.fill_len != 0) return size_t{0};
+    const size_t want = std::min<size_t>({total, sh_.adv.length, kMaxWindowBytes});
+    fabric::Segment segs[fabric::kMaxWindowSegments];
+    int nsegs = 0;
+    size_t bytes = 0;
+    IovCursor cursor(iov, iovcnt);
+    while (bytes < want && nsegs < fabric::kMaxWindowSegments && !cursor.done()) {
+      iovec piece = cursor.Take(want - bytes);
+      segs[nsegs++] = fabric::Segment{piece.iov_base, static_cast<uint32_t>(piece.iov_len), 0};
+      bytes += piece.iov_len;
+    }
+    fabric::WindowKey key;
+    key.addr = sh_.adv.addr;
+    key.length = sh_.adv.length;
+    key.generation = sh_.adv.generation;
+    Result<size_t> w = s_.endpoint_->WriteWindow(key, segs, nsegs);
+    if (!w.ok()) {
+      if (w.status().code() == ECANCELED) return size_t{0};  // revoked first: nothing written
+      // Refused (EPERM/ENOSYS: a seccomp filter, Yama, a non-dumpable peer...) or failed: no
+      // single copy on this connection any more, and the peer must stop waiting on its window.
+      sh_.can_write = false;
+      Status st = PostPut(key.generation, 0);
+      if (!st.ok()) return st.would_block() ? Fail(ECONNRESET) : st;
+      return size_t{0};
+    }
+    // The bytes are in the peer's buffer; it learns how many from the PUT. Without it the two
+    // streams would disagree, so a PUT that cannot go fails the connection.
+    Status st = PostPut(key.generation, static_cast<uint32_t>(w.value()));
+    if (!st.ok()) return Fail(st.would_block() ? ECONNRESET : st.code());
+    sh_.out_bytes += w.value();
+    sh_.stats.bytes_sent += w.value();
+    sh_.stats.single_copy_bytes_sent += w.value();
+    return w.value();
   }
 
   int FreeSlot() const {
@@ -235,6 +419,12 @@ class Stream::Locked {
         sh_.rq[(sh_.rq_head + sh_.rq_count) % kMaxReceives] = RecvEntry{buffer, 0, c.length};
         ++sh_.rq_count;
         sh_.stats.bytes_received += c.length;
+        sh_.in_bytes += c.length;
+        if (c.length >= s_.params_.mtu) {
+          sh_.big_memory = kBigMemory;
+        } else if (sh_.big_memory > 0) {
+          --sh_.big_memory;
+        }
         return Status::Ok();
       case PacketType::kAck:
         if (c.length != 0) return Violation();
@@ -247,6 +437,7 @@ class Stream::Locked {
         if (!sh_.window.Open(body->window, sh_.wakeup_sent ? 1 : 0).ok()) return Violation();
         if (!sh_.window.Grant(h->credits).ok()) return Violation();
         sh_.peer_buffer_size = body->buffer_size;
+        sh_.peer_can_write = (body->flags & kWakeupCanWrite) != 0;
         sh_.acks.set_threshold(
             EffectiveAckThreshold(s_.params_.ack_threshold, s_.params_.window, body->ack_reserve));
         sh_.wakeup_received = true;
@@ -259,6 +450,43 @@ class Stream::Locked {
         if (c.length != 0 || !sh_.account.Arrived().ok()) return Violation();
         if (!sh_.close.PeerFinAck().ok()) return Violation();
         return ReleaseCredited(buffer);
+      case PacketType::kAdvert: {
+        Result<AdvertBody> body = DecodeAdvert(RecvBuffer(buffer), c.length);
+        if (!body.ok() || !sh_.account.Arrived().ok()) return Violation();
+        // Kept only if we can use it; addr and length are the peer's claims about its own memory
+        // (the provider writes only into the process it validated, at most `length` bytes).
+        if (sh_.can_write) {
+          sh_.adv = body.value();
+          sh_.adv_valid = true;
+        }
+        return ReleaseCredited(buffer);
+      }
+      case PacketType::kPut: {
+        Result<PutBody> body = DecodePut(RecvBuffer(buffer), c.length);
+        if (!body.ok() || !sh_.account.Arrived().ok()) return Violation();
+        if (body->length == 0) {  // declined: the peer cannot write into our windows
+          sh_.peer_can_write = false;
+          if (sh_.win_open && !sh_.win_put && body->generation == sh_.win_generation) {
+            sh_.win_put = true;
+            sh_.win_put_len = 0;
+          }
+          return ReleaseCredited(buffer);
+        }
+        // Bytes in our window: the open one, with nothing of the stream between its ADVERT and
+        // this PUT, and no more than it holds.
+        if (!sh_.win_open || sh_.win_put || body->generation != sh_.win_generation ||
+            body->length > sh_.win_len || sh_.in_bytes != sh_.win_offset ||
+            sh_.close.peer_fin()) {
+          return Violation();
+        }
+        sh_.win_put = true;
+        sh_.win_put_len = body->length;
+        sh_.in_bytes += body->length;
+        sh_.big_memory = kBigMemory;
+        sh_.stats.bytes_received += body->length;
+        sh_.stats.single_copy_bytes_received += body->length;
+        return ReleaseCredited(buffer);
+      }
     }
     return Violation();
   }
@@ -356,7 +584,7 @@ class Stream::Locked {
     return accepted;
   }
 
-  Result<size_t> Send(const iovec* iov, int iovcnt) {
+  Result<size_t> Send(const iovec* iov, int iovcnt, size_t window_min) {
     Status st = Progress();
     if (!st.ok()) return st;
     if (sh_.close.fin_sent()) return Status(EPIPE, "send after shutdown");
@@ -364,6 +592,10 @@ class Stream::Locked {
     if (total == 0) return size_t{0};
     if (!sh_.wakeup_received) return Status(EAGAIN, "window not open");
     const SendPlan plan = PlanSend(Policy(), sh_.fill_len, total, sh_.window.idle());
+    if (window_min != 0 && total >= window_min && !plan.append && sh_.adv_valid) {
+      Result<size_t> w = SendToWindow(iov, iovcnt, total);
+      if (!w.ok() || w.value() > 0) return w;
+    }
     if (plan.flush_before) {
       st = FlushCombined();
       if (!st.ok()) return st.would_block() ? Status(EAGAIN, "window") : st;
@@ -390,9 +622,23 @@ class Stream::Locked {
     return total;
   }
 
-  Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek) {
+  Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min) {
     Reap();  // first: credits that came back are what lets the flush below go out
     if (sh_.fill_len > 0) FlushCombined();  // SOVIA flush point: the application reads
+    const bool offering = offer_min != 0 && !peek && iovcnt > 0 && iov[0].iov_len != 0;
+    if (offering && OwnsWindow(iov[0].iov_base)) {
+      // Our window is out. Its PUT comes before anything sent after it; data queued without a
+      // PUT means the peer used the ring instead: take the window back and read normally.
+      if (!sh_.win_put && sh_.rq_count == 0 && !sh_.close.peer_fin() && !sh_.error) {
+        SendPending();
+        return Status(EAGAIN, "waiting in a window");
+      }
+      Result<size_t> n = CloseWindow();
+      if (!n.ok() || n.value() > 0) {
+        SendPending();
+        return n;
+      }
+    }
     size_t copied = 0;
     uint32_t index = sh_.rq_head;
     uint32_t left = sh_.rq_count;
@@ -428,6 +674,7 @@ class Stream::Locked {
     // its side): what arrived before the FIN was whole, as with a kernel socket.
     if (sh_.close.peer_fin()) return size_t{0};
     if (!st.ok()) return st;
+    if (offering && !peek) TryOffer(iov[0], offer_min);
     return Status(EAGAIN, "no data");
   }
 
@@ -528,6 +775,10 @@ Result<std::unique_ptr<Stream>> Stream::Import(fabric::Provider& provider, Strea
   new (&s->shared_->lock) SpinLock();
   // The indices we will follow came from our own user's process, but a bad one must not become
   // a wild access: the same bounds the stream keeps for itself.
+  // No single-copy window crosses a move: the importer is another process (the provider does not
+  // let it expose windows, and an advert the exporter saw may be for memory of the exporter's).
+  s->shared_->win_open = s->shared_->win_put = false;
+  s->shared_->adv_valid = false;
   const StreamShared& sh = *s->shared_;
   if (sh.rq_head >= kMaxReceives || sh.rq_count > p.receive_depth() ||
       (sh.fill_slot != -1 && (sh.fill_slot < 0 || sh.fill_slot >= int32_t{kStagingSlots})) ||
@@ -554,6 +805,10 @@ Status Stream::Start() {
   body.window = static_cast<uint16_t>(params_.window);
   body.ack_reserve = static_cast<uint16_t>(params_.window / params_.ack_threshold + 1);
   body.buffer_size = params_.mtu;
+  // Single copy: can we write into the peer's process? (The provider probes once.)
+  sh.can_write = (caps_ & fabric::kCapSingleCopy) && (caps_ & fabric::kCapSendFromAnyMemory) &&
+                 endpoint_->CanWriteWindows();
+  if (sh.can_write) body.flags |= kWakeupCanWrite;
   int slot = l.FreeSlot();
   if (slot < 0) return Status(EAGAIN, "staging");
   EncodeWakeup(body, l.Slot(slot));
@@ -565,16 +820,25 @@ Status Stream::Start() {
   return Status::Ok();
 }
 
-Result<size_t> Stream::Send(const iovec* iov, int iovcnt, bool* left_buffered) {
+Result<size_t> Stream::Send(const iovec* iov, int iovcnt, bool* left_buffered,
+                            size_t window_min) {
   Locked l(*this);
-  Result<size_t> r = l.Send(iov, iovcnt);
+  Result<size_t> r = l.Send(iov, iovcnt, window_min);
   if (left_buffered) *left_buffered = l.sh().fill_len > 0;
   return r;
 }
 
-Result<size_t> Stream::Recv(const iovec* iov, int iovcnt, bool peek) {
+Result<size_t> Stream::Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min) {
   Locked l(*this);
-  return l.Recv(iov, iovcnt, peek);
+  return l.Recv(iov, iovcnt, peek, offer_min);
+}
+
+Result<size_t> Stream::WithdrawWindow(const void* buffer) {
+  Locked l(*this);
+  if (!l.OwnsWindow(buffer)) return size_t{0};
+  Result<size_t> n = l.CloseWindow();
+  l.SendPending();
+  return n;
 }
 
 size_t Stream::Available() {
@@ -627,7 +891,7 @@ Readiness Stream::GetReadiness() {
   r.error = sh.error;
   r.peer_closed = sh.close.peer_fin();
   r.write_closed = sh.close.fin_sent();
-  r.readable = sh.rq_count > 0 || r.peer_closed || r.error;
+  r.readable = sh.rq_count > 0 || r.peer_closed || r.error || (sh.win_open && sh.win_put);
   r.writable = !r.write_closed && sh.wakeup_received &&
                (sh.window.has_credit() || (sh.fill_len > 0 && sh.fill_len < l.PacketMax()));
   return r;
@@ -681,6 +945,8 @@ StreamStats Stream::Stats() {
   s.window = l.sh().window.window();
   s.mtu = l.sh().peer_buffer_size ? l.PacketMax() : params_.mtu;
   s.phase = l.sh().close.phase();
+  s.single_copy_out = l.sh().can_write;
+  s.single_copy_in = l.sh().peer_can_write && endpoint_->CanExposeWindows();
   return s;
 }
 

@@ -65,6 +65,13 @@ struct StreamStats {
   uint32_t window = 0;
   uint32_t mtu = 0;
   ClosePhase phase = ClosePhase::kOpen;
+  // Single copy (docs/protocol.md "Single copy").
+  bool single_copy_out = false;     // we may write into the peer's windows (probe + its flag)
+  bool single_copy_in = false;      // the peer may write into ours (its WAKEUP said so, not declined)
+  uint64_t windows_offered = 0;     // ADVERTs we sent
+  uint64_t windows_filled = 0;      // of those, filled by a PUT with data
+  uint64_t single_copy_bytes_sent = 0;
+  uint64_t single_copy_bytes_received = 0;
 };
 
 struct StreamShared;  // stream.cc: the state block in shared memory
@@ -107,10 +114,22 @@ class Stream {
   // the window closes). EAGAIN: nothing could be taken now. EPIPE after ShutdownWrite. The sticky
   // error once the connection broke.
   // `left_buffered` (optional) is set when data stays in the combine buffer awaiting a flush.
-  Result<size_t> Send(const iovec* iov, int iovcnt, bool* left_buffered = nullptr);
+  // `window_min` (single copy, 0 = never): a request of at least this many bytes goes straight
+  // into a window the peer advertised, when one is usable (one process_vm_writev, then a PUT).
+  Result<size_t> Send(const iovec* iov, int iovcnt, bool* left_buffered = nullptr,
+                      size_t window_min = 0);
   // Copies queued data into `iov`; with `peek` leaves it queued. Returns bytes copied, 0 at EOF
   // (peer's FIN and nothing queued), EAGAIN when nothing is there yet, or the sticky error.
-  Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek);
+  // `offer_min` (single copy, 0 = never; never with peek): when nothing is queued and iov[0] has at
+  // least this many bytes, expose iov[0] as a window the peer may write into and advertise it
+  // (EAGAIN). Later calls with the same iov[0] return what the peer wrote there. The caller must
+  // keep iov[0] valid and call WithdrawWindow(iov[0].iov_base) before giving the buffer back.
+  Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min = 0);
+  // Ends the window this process offered over `buffer` (no-op if there is none): after it returns
+  // the peer writes nothing more there. Returns how many bytes the peer wrote into it that no Recv
+  // returned yet (the caller returns them to the application), 0 if none, or the sticky error if
+  // the connection failed meanwhile. May wait, bounded, for a write in progress (docs).
+  Result<size_t> WithdrawWindow(const void* buffer);
   // Bytes queued for reading right now (FIONREAD).
   size_t Available();
 

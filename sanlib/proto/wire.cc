@@ -16,6 +16,14 @@ uint32_t Get32(const std::byte* p) {
   for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
   return v;
 }
+void Put64(std::byte* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+uint64_t Get64(const std::byte* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
 uint16_t Get16(const std::byte* p) {
   return static_cast<uint16_t>(static_cast<uint16_t>(p[0]) | (static_cast<uint16_t>(p[1]) << 8));
 }
@@ -30,7 +38,7 @@ uint32_t EncodeImm(const Header& h) {
 Result<Header> DecodeImm(uint32_t imm) {
   uint32_t type = imm >> 28;
   if (type < static_cast<uint32_t>(PacketType::kData) ||
-      type > static_cast<uint32_t>(PacketType::kFinAck)) {
+      type > static_cast<uint32_t>(PacketType::kPut)) {
     return Status(EPROTO, "packet type check");
   }
   if (((imm >> 16) & 0xf) != kWireVersion) return Status(EPROTO, "packet version check");
@@ -57,9 +65,47 @@ Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length) {
   b.ack_reserve = Get16(in + 6);
   b.buffer_size = Get32(in + 8);
   b.flags = Get32(in + 12);
-  if (b.window == 0 || b.window > 255 || b.buffer_size < 64 || b.flags != 0) {
+  if (b.window == 0 || b.window > 255 || b.buffer_size < 64 || (b.flags & ~kWakeupKnownFlags) != 0) {
     return Status(EPROTO, "wakeup field check");
   }
+  return b;
+}
+
+void EncodeAdvert(const AdvertBody& body, std::byte out[AdvertBody::kSize]) {
+  Put32(out, AdvertBody::kMagic);
+  Put32(out + 4, body.generation);
+  Put64(out + 8, body.stream_offset);
+  Put64(out + 16, body.addr);
+  Put32(out + 24, body.length);
+  Put32(out + 28, 0);
+}
+
+Result<AdvertBody> DecodeAdvert(const std::byte* in, size_t length) {
+  if (length != AdvertBody::kSize) return Status(EPROTO, "advert size check");
+  if (Get32(in) != AdvertBody::kMagic) return Status(EPROTO, "advert magic check");
+  AdvertBody b;
+  b.generation = Get32(in + 4);
+  b.stream_offset = Get64(in + 8);
+  b.addr = Get64(in + 16);
+  b.length = Get32(in + 24);
+  if (b.length == 0 || Get32(in + 28) != 0) return Status(EPROTO, "advert field check");
+  return b;
+}
+
+void EncodePut(const PutBody& body, std::byte out[PutBody::kSize]) {
+  Put32(out, PutBody::kMagic);
+  Put32(out + 4, body.generation);
+  Put32(out + 8, body.length);
+  Put32(out + 12, 0);
+}
+
+Result<PutBody> DecodePut(const std::byte* in, size_t length) {
+  if (length != PutBody::kSize) return Status(EPROTO, "put size check");
+  if (Get32(in) != PutBody::kMagic) return Status(EPROTO, "put magic check");
+  PutBody b;
+  b.generation = Get32(in + 4);
+  b.length = Get32(in + 8);
+  if (Get32(in + 12) != 0) return Status(EPROTO, "put field check");
   return b;
 }
 

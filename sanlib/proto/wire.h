@@ -2,7 +2,7 @@
 // WAKEUP body. The one place where bits on the wire are defined (docs/protocol.md draws them).
 //
 //   immediate (host order; providers carry it as a 32-bit value):
-//     31..28 type     DATA=1 ACK=2 WAKEUP=3 FIN=4 FINACK=5 (0 and 6..15 invalid)
+//     31..28 type     DATA=1 ACK=2 WAKEUP=3 FIN=4 FINACK=5 ADVERT=6 PUT=7 (0 and 8..15 invalid)
 //     27..20 credits  receive buffers the sender of this packet has freed since its last report
 //     19..16 version  kWireVersion
 //     15..0  seq      per-direction packet number mod 2^16 (every packet type counts)
@@ -24,7 +24,15 @@ namespace san::proto {
 
 constexpr uint32_t kWireVersion = 1;
 
-enum class PacketType : uint8_t { kData = 1, kAck = 2, kWakeup = 3, kFin = 4, kFinAck = 5 };
+enum class PacketType : uint8_t {
+  kData = 1,
+  kAck = 2,
+  kWakeup = 3,
+  kFin = 4,
+  kFinAck = 5,
+  kAdvert = 6,  // single copy, receiver -> sender: "write up to length bytes into this window"
+  kPut = 7,     // single copy, sender -> receiver: "I wrote length bytes into your window"
+};
 
 struct Header {
   PacketType type = PacketType::kData;
@@ -43,11 +51,47 @@ struct WakeupBody {
   uint16_t window = 0;       // DATA packets the peer may have in flight towards us
   uint16_t ack_reserve = 0;  // extra receives posted for ACKs and FIN (w/t + 1)
   uint32_t buffer_size = 0;  // bytes per receive buffer = largest DATA payload we accept
-  uint32_t flags = 0;        // reserved, 0
+  uint32_t flags = 0;        // kWakeupCanWrite; other bits reserved, 0
 };
+static_assert(WakeupBody::kSize == 16);
+// WAKEUP flag: the sender of this WAKEUP can write into windows the receiver exposes (single copy:
+// its provider has kCapSingleCopy and the kernel let it write into the receiver's process).
+constexpr uint32_t kWakeupCanWrite = 1u << 0;
+constexpr uint32_t kWakeupKnownFlags = kWakeupCanWrite;
 
 void EncodeWakeup(const WakeupBody& body, std::byte out[WakeupBody::kSize]);
 Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length);
+
+// ADVERT body (single copy): a receiver blocked in recv() with nothing queued offers its buffer.
+// The sender may write into it only if exactly `stream_offset` bytes of its stream have been sent
+// before (nothing of it is in flight), and then must follow with a PUT. Little-endian, 32 bytes:
+//   0 magic u32 "SANA" | 4 generation u32 | 8 stream_offset u64 | 16 addr u64 | 24 length u32 |
+//   28 reserved u32 (0)
+struct AdvertBody {
+  static constexpr uint32_t kMagic = 0x53414e41;  // "SANA"
+  static constexpr size_t kSize = 32;
+  uint32_t generation = 0;     // the provider's WindowKey::generation
+  uint64_t stream_offset = 0;  // bytes of the peer's stream this side has received so far
+  uint64_t addr = 0;           // WindowKey::addr, in the receiver's address space
+  uint32_t length = 0;         // WindowKey::length, > 0
+};
+static_assert(AdvertBody::kSize == 4 + 4 + 8 + 8 + 4 + 4);
+void EncodeAdvert(const AdvertBody& body, std::byte out[AdvertBody::kSize]);
+Result<AdvertBody> DecodeAdvert(const std::byte* in, size_t length);
+
+// PUT body (single copy): the sender wrote `length` bytes into the window of `generation`, which
+// are the next bytes of the stream; length 0 declines: the sender cannot write into our windows
+// (any more), and the window is spent. Little-endian, 16 bytes:
+//   0 magic u32 "SANP" | 4 generation u32 | 8 length u32 | 12 reserved u32 (0)
+struct PutBody {
+  static constexpr uint32_t kMagic = 0x53414e50;  // "SANP"
+  static constexpr size_t kSize = 16;
+  uint32_t generation = 0;
+  uint32_t length = 0;
+};
+static_assert(PutBody::kSize == 4 + 4 + 4 + 4);
+void EncodePut(const PutBody& body, std::byte out[PutBody::kSize]);
+Result<PutBody> DecodePut(const std::byte* in, size_t length);
 
 // The connection request a SAN client hands to the listener's rendezvous (fabric ConnectData):
 // the 4-tuple of the kernel TCP connection it is about to make, by which accept() finds the

@@ -35,7 +35,8 @@ TEST(ConfigTest, ParsesEverySetting) {
   Config c = ParseWith({{"SAN_PROVIDER", "off"}, {"SAN_WINDOW", "64"}, {"SAN_ACK_THRESHOLD", "8"},
                         {"SAN_COMBINE", "off"}, {"SAN_COMBINE_US", "10"}, {"SAN_COPY_THRESHOLD", "4096"},
                         {"SAN_MTU", "65536"}, {"SAN_SPIN_US", "0"}, {"SAN_LINGER_MS", "5"},
-                        {"SAN_LOG", "debug"}},
+                        {"SAN_LOG", "debug"}, {"SAN_SINGLE_COPY", "off"},
+                        {"SAN_SINGLE_COPY_MIN", "131072"}},
                        &errors);
   EXPECT_TRUE(errors.empty());
   EXPECT_EQ(c.provider, ProviderChoice::kOff);
@@ -48,7 +49,22 @@ TEST(ConfigTest, ParsesEverySetting) {
   EXPECT_EQ(c.spin_us, 0u);
   EXPECT_EQ(c.linger_ms, 5u);
   EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_FALSE(c.single_copy);
+  EXPECT_EQ(c.single_copy_min, 131072u);
   EXPECT_EQ(c.receive_depth(), 64u + 8u + 1u);
+}
+
+TEST(ConfigTest, SingleCopyDefaultsAndBounds) {
+  std::vector<std::string> errors;
+  Config c = ParseWith({}, &errors);
+  EXPECT_FALSE(c.single_copy);  // measured slower than two copies on our 2-vCPU VM
+  EXPECT_EQ(c.single_copy_min, 65536u);
+  c = ParseWith({{"SAN_SINGLE_COPY", "on"}}, &errors);
+  EXPECT_TRUE(c.single_copy);
+  c = ParseWith({{"SAN_SINGLE_COPY", "maybe"}, {"SAN_SINGLE_COPY_MIN", "100"}}, &errors);
+  EXPECT_EQ(errors.size(), 2u);  // not a boolean; below the 4096 floor
+  EXPECT_FALSE(c.single_copy);
+  EXPECT_EQ(c.single_copy_min, 65536u);
 }
 
 TEST(ConfigTest, BadValuesKeepDefaultsAndSaySo) {

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -17,6 +18,8 @@
 #include "fabric/shm/rendezvous.h"
 #include "fabric/shm/shm_endpoint.h"
 #include "fabric/shm/shm_layout.h"
+#include "fabric/shm/shm_provider.h"
+#include "seccomp_util.h"
 #include "fabric_test_util.h"
 
 namespace san::fabric {
@@ -520,6 +523,160 @@ TEST(fabric_shm, ForkChildAndParentShareTheConnection) {
   Completion c[4];
   EXPECT_EQ(client->Poll(c, 4), 1);  // only the parent's send is left to reap
   EXPECT_FALSE(pair.server->broken());
+}
+
+
+// ---- single copy (shm_window.cc) ---------------------------------------------------------------
+// Both endpoints live in this process, so the "peer process" is this one: the window protocol
+// and the kernel's process_vm_writev run for real, with the segment's window word exposed to
+// scribbling.
+
+std::vector<uint8_t> Bytes(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7);
+  return v;
+}
+
+TEST(fabric_shm_window, ProviderAdvertisesSingleCopy) {
+  EXPECT_NE(Shm()->capabilities() & kCapSingleCopy, 0u);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(Shm(), SmallPair(), &pair));
+  EXPECT_TRUE(pair.client->CanWriteWindows());
+  EXPECT_TRUE(pair.server->CanWriteWindows());
+  EXPECT_TRUE(pair.client->CanExposeWindows());
+  EXPECT_TRUE(pair.server->CanExposeWindows());
+  EXPECT_EQ(AsShm(pair.client.get())->peer_pid_for_testing(), getpid());
+  EXPECT_EQ(AsShm(pair.server.get())->peer_pid_for_testing(), getpid());
+}
+
+TEST(fabric_shm_window, WriteThenRevokeSaysWritten) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(Shm(), SmallPair(), &pair));
+  std::vector<uint8_t> buf(100000, 0xee);
+  auto key = pair.server->ExposeWindow(buf.data(), 90000);
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  EXPECT_EQ(pair.server->ExposeWindow(buf.data(), 10).status().code(), EBUSY);
+  const std::vector<uint8_t> a = Bytes(50000, 1), b = Bytes(30000, 2);
+  Segment segs[2] = {{a.data(), 50000, 0}, {b.data(), 30000, 0}};
+  auto n = pair.client->WriteWindow(key.value(), segs, 2);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n.value(), 80000u);
+  EXPECT_EQ(pair.client->WriteWindow(key.value(), segs, 1).status().code(), ECANCELED);  // once
+  auto fate = pair.server->RevokeWindow();
+  ASSERT_TRUE(fate.ok());
+  EXPECT_EQ(fate.value(), WindowFate::kWritten);
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), buf.begin()));
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), buf.begin() + 50000));
+  EXPECT_EQ(buf[80000], 0xee);
+  EXPECT_EQ(pair.server->RevokeWindow().status().code(), EINVAL);
+  // Larger than the window: refused before anything is claimed.
+  key = pair.server->ExposeWindow(buf.data(), 100);
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(pair.client->WriteWindow(key.value(), segs, 1).status().code(), EINVAL);
+  EXPECT_EQ(pair.server->RevokeWindow().value(), WindowFate::kUnused);
+  EXPECT_FALSE(pair.server->broken());
+}
+
+TEST(fabric_shm_window, RevokedOrStaleWindowIsNeverWritten) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(Shm(), SmallPair(), &pair));
+  std::vector<uint8_t> buf(4096, 0xee);
+  const std::vector<uint8_t> data = Bytes(4096, 3);
+  Segment seg{data.data(), 4096, 0};
+  auto first = pair.server->ExposeWindow(buf.data(), buf.size());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(pair.server->RevokeWindow().value(), WindowFate::kUnused);
+  EXPECT_EQ(pair.client->WriteWindow(first.value(), &seg, 1).status().code(), ECANCELED);
+  auto second = pair.server->ExposeWindow(buf.data(), buf.size());
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(second->generation, first->generation);
+  EXPECT_EQ(pair.client->WriteWindow(first.value(), &seg, 1).status().code(), ECANCELED);
+  EXPECT_EQ(buf, std::vector<uint8_t>(4096, 0xee));
+  EXPECT_EQ(pair.client->WriteWindow(second.value(), &seg, 1).value(), 4096u);
+  EXPECT_EQ(pair.server->RevokeWindow().value(), WindowFate::kWritten);
+  EXPECT_EQ(buf, data);
+}
+
+// A key naming memory the exposer does not have (a lying or buggy peer): the kernel says EFAULT,
+// the writer is unharmed and the connection lives on.
+TEST(fabric_shm_window, BadAddressIsAnErrorNotACrash) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(Shm(), SmallPair(), &pair));
+  std::vector<uint8_t> buf(4096);
+  auto key = pair.server->ExposeWindow(buf.data(), buf.size());
+  ASSERT_TRUE(key.ok());
+  WindowKey bad = key.value();
+  bad.addr = 0x1000;  // below vm.mmap_min_addr: never mapped
+  const std::vector<uint8_t> data = Bytes(4096, 4);
+  Segment seg{data.data(), 4096, 0};
+  EXPECT_EQ(pair.client->WriteWindow(bad, &seg, 1).status().code(), EFAULT);
+  EXPECT_EQ(pair.server->RevokeWindow().value(), WindowFate::kWritten);  // spent, nothing in it
+  EXPECT_FALSE(pair.client->broken());
+  EXPECT_TRUE(pair.client->CanWriteWindows());  // EFAULT is the peer's problem, not a refusal
+}
+
+TEST(fabric_shm_window, ScribbledWindowWordResetsTheExposer) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(Shm(), SmallPair(), &pair));
+  std::vector<uint8_t> buf(4096);
+  ASSERT_TRUE(pair.server->ExposeWindow(buf.data(), buf.size()).ok());
+  SideOf(AsShm(pair.client.get()), 1)->window.store(0xdeadbeef);
+  EXPECT_EQ(pair.server->RevokeWindow().status().code(), ECONNRESET);
+  EXPECT_TRUE(pair.server->broken());
+}
+
+// A peer that claims the window and never finishes: the exposer waits a bounded time, then resets.
+TEST(fabric_shm_window, WriterThatNeverFinishesIsBounded) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(Shm(), SmallPair(), &pair));
+  std::vector<uint8_t> buf(4096);
+  auto key = pair.server->ExposeWindow(buf.data(), buf.size());
+  ASSERT_TRUE(key.ok());
+  SideOf(AsShm(pair.client.get()), 1)
+      ->window.store(shm::WindowWord(key->generation, shm::WindowState::kBusy));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(pair.server->RevokeWindow().status().code(), ECONNRESET);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(pair.server->broken());
+}
+
+// A fork child holds the endpoint but is not the process the peer validated: it must not expose
+// (the peer would write into the parent). Writing from the child still targets the validated peer.
+TEST(fabric_shm_window, ForkChildDoesNotExpose) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(Shm(), SmallPair(), &pair));
+  EXPECT_EQ(RunChild([&] {
+              if (pair.server->CanExposeWindows()) return 1;
+              std::vector<uint8_t> buf(64);
+              if (pair.server->ExposeWindow(buf.data(), buf.size()).status().code() != EPERM) {
+                return 2;
+              }
+              return 0;
+            }),
+            0);
+  EXPECT_TRUE(pair.server->CanExposeWindows());
+}
+
+// Where the kernel refuses process_vm_writev (here a seccomp filter, which binds root too), the
+// provider does not advertise kCapSingleCopy and a connection's probe says no.
+TEST(fabric_shm_window, RefusedByTheKernel) {
+  EXPECT_EQ(RunChild([] {
+              if (!san::testing::DenyProcessVm()) return 1;
+              shm::ShmProvider provider;
+              if (provider.capabilities() & kCapSingleCopy) return 2;
+              Pair pair;
+              ConnectPair(&provider, SmallPair(), &pair);
+              if (!pair.client || !pair.server) return 3;
+              if (pair.client->CanWriteWindows()) return 4;
+              std::vector<uint8_t> buf(64), data(64);
+              auto key = pair.server->ExposeWindow(buf.data(), buf.size());
+              if (!key.ok()) return 5;
+              Segment seg{data.data(), 64, 0};
+              if (pair.client->WriteWindow(key.value(), &seg, 1).status().code() != EPERM) return 6;
+              if (pair.server->RevokeWindow().value() != WindowFate::kUnused) return 7;
+              return ::testing::Test::HasFailure() ? 8 : 0;
+            }),
+            0);
 }
 
 }  // namespace

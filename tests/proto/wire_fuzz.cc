@@ -1,5 +1,5 @@
-// libFuzzer target for the wire decoders (proto/wire.h): the immediate, the WAKEUP body and the
-// connect request. Any input must be either rejected or accepted as something that re-encodes to
+// libFuzzer target for the wire decoders (proto/wire.h): the immediate, the WAKEUP, ADVERT and PUT
+// bodies and the connect request. Any input must be either rejected or accepted as something that re-encodes to
 // exactly the same bytes; a crash, sanitizer report or trap is a finding.
 //
 // Built only by compilers that support -fsanitize=fuzzer (clang); not a ctest. Run, e.g.:
@@ -38,6 +38,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(size == WakeupBody::kSize && memcmp(out, data, size) == 0);
   } else {
     Require(w.status().code() == EPROTO);
+  }
+  // The single-copy bodies: the whole input, like the WAKEUP.
+  Result<AdvertBody> a = DecodeAdvert(reinterpret_cast<const std::byte*>(data), size);
+  if (a.ok()) {
+    std::byte out[AdvertBody::kSize];
+    EncodeAdvert(a.value(), out);
+    Require(size == AdvertBody::kSize && memcmp(out, data, size) == 0);
+  } else {
+    Require(a.status().code() == EPROTO);
+  }
+  Result<PutBody> p = DecodePut(reinterpret_cast<const std::byte*>(data), size);
+  if (p.ok()) {
+    std::byte out[PutBody::kSize];
+    EncodePut(p.value(), out);
+    Require(size == PutBody::kSize && memcmp(out, data, size) == 0);
+  } else {
+    Require(p.status().code() == EPROTO);
   }
   // The connect request: byte 0 is the claimed length, the rest the bytes.
   if (size >= 1) {

@@ -27,6 +27,19 @@ struct FaultPlan {
   uint32_t delay_polls = 0;
   uint32_t delay_us = 0;
 
+  // Single copy (the endpoint emulates kCapSingleCopy with a memcpy "across processes"):
+  //  no_single_copy      the provider does not advertise kCapSingleCopy at all;
+  //  refuse_window_probe CanWriteWindows() is false from the start (a kernel that refuses
+  //                      process_vm_writev at set-up);
+  //  refuse_window_write the Nth WriteWindow fails with EPERM after claiming the window (a refusal
+  //                      discovered mid-connection); CanWriteWindows() is false afterwards;
+  //  window_write_hold_us every WriteWindow holds the claimed window this long before copying, so
+  //                      a receiver revoking meanwhile must wait (the cancel race).
+  bool no_single_copy = false;
+  bool refuse_window_probe = false;
+  uint64_t refuse_window_write = 0;
+  uint32_t window_write_hold_us = 0;
+
   bool lossy() const { return drop_send != 0; }
   bool delays() const { return delay_polls != 0 || delay_us != 0; }
 };

@@ -6,6 +6,7 @@
 // so the data path never allocates except for held (delayed) messages.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -64,6 +65,10 @@ struct Half {
   FixedQueue<Completion> recv_done;
   FixedQueue<uint64_t> send_done;
   std::deque<HeldMessage> held;  // messages to this half, not yet delivered
+  // Single copy: the window this half exposes, as shm's SideBlock::window ((generation << 2) |
+  // state: 0 idle, 1 open, 2 busy, 3 done). Atomic, not under `mu`: the writer copies and a
+  // revoker waits without the lock, exactly as the two processes do in shm.
+  std::atomic<uint64_t> window{0};
 };
 
 struct Link {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "common/clock.h"
@@ -274,6 +275,99 @@ void LoopbackEndpoint::Disconnect() {
 bool LoopbackEndpoint::broken() const {
   std::lock_guard<std::mutex> lock(link_->mu);
   return link_->broken != 0;
+}
+
+}  // namespace san::fabric::loopback
+
+// ---- Single copy, emulated ---------------------------------------------------------------------
+// The same window protocol as fabric/shm/shm_window.cc (see there and docs/fabric.md), with a
+// memcpy for process_vm_writev, so protocol tests drive the handshake, the cancel race and the
+// refusals in one process.
+
+namespace {
+
+constexpr uint64_t kWindowIdle = 0, kWindowOpen = 1, kWindowBusy = 2, kWindowDone = 3;
+constexpr uint64_t WindowWord(uint32_t generation, uint64_t state) {
+  return (uint64_t{generation} << 2) | state;
+}
+
+}  // namespace
+
+namespace san::fabric::loopback {
+
+bool LoopbackEndpoint::CanWriteWindows() {
+  return !plan_.no_single_copy && !plan_.refuse_window_probe &&
+         !window_refused_.load(std::memory_order_relaxed);
+}
+
+Result<WindowKey> LoopbackEndpoint::ExposeWindow(void* addr, size_t length) {
+  if (broken()) return Status(ECONNRESET, "ExposeWindow");
+  if (!CanExposeWindows()) return Status(EPERM, "ExposeWindow");
+  if (addr == nullptr || length == 0) return Status(EINVAL, "ExposeWindow: empty");
+  if (window_exposed_) return Status(EBUSY, "ExposeWindow: a window is already exposed");
+  ++window_generation_;
+  window_exposed_ = true;
+  link_->half[side_].window.store(WindowWord(window_generation_, kWindowOpen),
+                                  std::memory_order_release);
+  WindowKey key;
+  key.addr = reinterpret_cast<uintptr_t>(addr);
+  key.length = length;
+  key.generation = window_generation_;
+  return key;
+}
+
+Result<WindowFate> LoopbackEndpoint::RevokeWindow() {
+  if (!window_exposed_) return Status(EINVAL, "RevokeWindow: none exposed");
+  window_exposed_ = false;
+  std::atomic<uint64_t>& w = link_->half[side_].window;
+  const uint32_t g = window_generation_;
+  uint64_t word = WindowWord(g, kWindowOpen);
+  if (w.compare_exchange_strong(word, WindowWord(g, kWindowIdle), std::memory_order_acq_rel)) {
+    return WindowFate::kUnused;
+  }
+  const uint64_t start = NowNs();
+  for (;;) {
+    word = w.load(std::memory_order_acquire);
+    if (word == WindowWord(g, kWindowDone)) return WindowFate::kWritten;
+    if (word != WindowWord(g, kWindowBusy) || NowNs() - start > 1'000'000'000) {
+      std::lock_guard<std::mutex> lock(link_->mu);
+      BreakLocked(ECONNRESET);
+      return Status(ECONNRESET, "RevokeWindow");
+    }
+    std::this_thread::yield();
+  }
+}
+
+Result<size_t> LoopbackEndpoint::WriteWindow(const WindowKey& key, const Segment* segs,
+                                             int nsegs) {
+  if (broken()) return Status(ECONNRESET, "WriteWindow");
+  if (nsegs <= 0 || nsegs > kMaxWindowSegments) return Status(EINVAL, "WriteWindow: segments");
+  uint64_t total = 0;
+  for (int i = 0; i < nsegs; ++i) total += segs[i].length;
+  if (total == 0 || total > key.length) return Status(EINVAL, "WriteWindow: larger than the window");
+  if (!CanWriteWindows()) return Status(EPERM, "WriteWindow: refused");
+  std::atomic<uint64_t>& w = link_->half[1 - side_].window;
+  uint64_t word = WindowWord(key.generation, kWindowOpen);
+  if (!w.compare_exchange_strong(word, WindowWord(key.generation, kWindowBusy),
+                                 std::memory_order_acq_rel)) {
+    return Status(ECANCELED, "WriteWindow: window revoked");
+  }
+  const uint64_t n = window_writes_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (plan_.window_write_hold_us != 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(plan_.window_write_hold_us));
+  }
+  if (plan_.refuse_window_write != 0 && n == plan_.refuse_window_write) {
+    window_refused_.store(true, std::memory_order_relaxed);
+    w.store(WindowWord(key.generation, kWindowDone), std::memory_order_release);
+    return Status(EPERM, "WriteWindow: refused (fault plan)");
+  }
+  auto* dst = reinterpret_cast<std::byte*>(static_cast<uintptr_t>(key.addr));
+  for (int i = 0; i < nsegs; ++i) {
+    memcpy(dst, segs[i].addr, segs[i].length);
+    dst += segs[i].length;
+  }
+  w.store(WindowWord(key.generation, kWindowDone), std::memory_order_release);
+  return static_cast<size_t>(total);
 }
 
 }  // namespace san::fabric::loopback

@@ -8,6 +8,7 @@
 // an endpoint breaks the connection (the peer's receives complete with ECONNRESET).
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "common/unique_fd.h"
@@ -46,6 +47,14 @@ class LoopbackEndpoint final : public Endpoint {
   void Disconnect() override;
   bool broken() const override;
   uint32_t mtu() const override;
+  // Single copy, emulated: the "peer process" is this one, so the write is a memcpy.
+  // Tests: WriteWindow calls that claimed a window so far (the claim precedes any hold).
+  uint64_t window_claims() const { return window_writes_.load(std::memory_order_acquire); }
+  bool CanWriteWindows() override;
+  bool CanExposeWindows() const override { return !plan_.no_single_copy; }
+  Result<WindowKey> ExposeWindow(void* addr, size_t length) override;
+  Result<WindowFate> RevokeWindow() override;
+  Result<size_t> WriteWindow(const WindowKey& key, const Segment* segs, int nsegs) override;
 
  private:
   LoopbackEndpoint(LoopbackProvider* provider, std::shared_ptr<Link> link, int side,
@@ -69,6 +78,11 @@ class LoopbackEndpoint final : public Endpoint {
   std::byte* arena_begin_ = nullptr;  // 64-byte aligned start inside arena_
   size_t arena_used_ = 0;             // guarded by link_->mu
   ConnectData peer_data_;
+  // Single copy (receiving thread: generation, exposed; sending thread: writes, refused).
+  uint32_t window_generation_ = 0;
+  bool window_exposed_ = false;
+  std::atomic<uint64_t> window_writes_{0};
+  std::atomic<bool> window_refused_{false};
 };
 
 }  // namespace san::fabric::loopback

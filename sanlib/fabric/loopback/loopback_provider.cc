@@ -25,6 +25,7 @@ FaultPlan LoopbackProvider::fault_plan() const {
 uint32_t LoopbackProvider::capabilities() const {
   uint32_t caps = kCapSendFromAnyMemory | kCapWaitable;
   if (!fault_plan().lossy()) caps |= kCapReliable;
+  if (!fault_plan().no_single_copy) caps |= kCapSingleCopy;
   return caps;
 }
 

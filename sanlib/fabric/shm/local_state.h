@@ -46,6 +46,12 @@ struct LocalState {
   std::atomic<uint64_t> last_liveness_check_ns;
   std::atomic<uint64_t> arena_used;  // AllocateBuffer's bump pointer
   std::atomic<uint32_t> connected;
+  // Single copy. Receiving thread: generation of the last window exposed, and whether it is
+  // exposed now. Sending thread: what the probe found about writing into the peer (0 not probed
+  // yet, 1 permitted, 2 refused: for good on this connection).
+  std::atomic<uint32_t> window_generation;
+  std::atomic<uint32_t> window_exposed;
+  std::atomic<uint32_t> write_probe;
   PostedRecv posted[kRingSlots];  // indexed by position % kRingSlots
   // Followed by uint64_t send_ids[send_queue_size] (see LocalRegion).
 };

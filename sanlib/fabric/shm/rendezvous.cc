@@ -9,6 +9,8 @@
 
 #include "fabric/address.h"
 
+#include "common/fd_placement.h"
+
 namespace san::fabric::shm {
 namespace {
 
@@ -30,7 +32,7 @@ void RendezvousAddress(const std::string& key, sockaddr_storage* addr, socklen_t
 }
 
 Result<UniqueFd> ListenRendezvous(const std::string& key) {
-  UniqueFd sock(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  UniqueFd sock(PlaceHigh(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
   if (!sock.valid()) return Status::FromErrno("socket(AF_UNIX)");
   sockaddr_storage addr;
   socklen_t len;
@@ -47,7 +49,7 @@ Result<UniqueFd> ConnectRendezvous(const sockaddr* server, socklen_t server_len)
   Status s = ConnectKeys(server, server_len, &keys);
   if (!s.ok()) return s;
   for (const std::string& key : keys) {
-    UniqueFd sock(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    UniqueFd sock(PlaceHigh(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)));
     if (!sock.valid()) return Status::FromErrno("socket(AF_UNIX)");
     // A full backlog makes connect() wait; bound it (AF_UNIX connect honours SO_SNDTIMEO).
     timeval tv{kConnectTimeoutMs / 1000, 0};
@@ -119,7 +121,7 @@ Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fd
     for (size_t i = 0; i < count; ++i) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      received.emplace_back(fd);
+      received.emplace_back(PlaceHigh(fd));
     }
   }
   if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) != len ||
@@ -139,6 +141,13 @@ Status CheckPeerCredentials(int sock) {
   }
   if (cred.uid != geteuid()) return Status(EPERM, "shm rendezvous: peer uid differs");
   return Status::Ok();
+}
+
+int32_t PeerPid(int sock) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
+  return cred.pid > 0 ? cred.pid : 0;
 }
 
 Status CheckEventFd(int fd) {

@@ -34,14 +34,17 @@ struct RequestMessage {
   uint64_t arena_bytes[2];  // client's, server's
   uint8_t data_length;
   uint8_t data[ConnectData::kMax];
-  uint8_t reserved[7];
+  uint8_t reserved[3];
+  // The pid SO_PEERCRED gave the client for the listener (single copy: the server exposes windows
+  // only from that process, the one the client will write into). 0 = unknown.
+  int32_t seen_pid;
 };
 static_assert(sizeof(RequestMessage) == 88);
 
 struct ReplyMessage {
   uint64_t magic;
   int32_t error;  // 0 = accepted, else an errno (ECONNREFUSED for Reject)
-  uint32_t reserved;
+  int32_t seen_pid;  // the pid SO_PEERCRED gave the server for the client (as above); 0 = unknown
 };
 static_assert(sizeof(ReplyMessage) == 16);
 
@@ -65,6 +68,9 @@ Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fd
 
 // EPERM unless the socket's peer runs as our effective uid.
 Status CheckPeerCredentials(int sock);
+// The pid the kernel recorded for the socket's peer (SO_PEERCRED: at connect() for a client, at
+// listen() for a listener); 0 if unknown.
+int32_t PeerPid(int sock);
 
 // EPROTO unless `fd` is an eventfd; makes it nonblocking (the peer created it).
 Status CheckEventFd(int fd);

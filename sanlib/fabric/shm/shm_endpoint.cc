@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/fd_placement.h"
 #include "common/clock.h"
 #include "fabric/shm/rendezvous.h"
 #include "fabric/shm/ring.h"
@@ -54,7 +55,7 @@ Status ShmEndpoint::Setup() {
   peer_arena_end_ = l.arena_offset[peer] + l.arena_bytes[peer];
   own_arena_budget_ = std::min<uint64_t>(parts_.attr.buffer_bytes, l.arena_bytes[own]);
 
-  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  epoll_.reset(PlaceHigh(epoll_create1(EPOLL_CLOEXEC)));
   if (!epoll_.valid()) return Status::FromErrno("epoll_create1");
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -309,6 +310,7 @@ Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const Connect
   if (data.length > ConnectData::kMax) return Status(EINVAL, "Connect: data length");
   Result<UniqueFd> sock = ConnectRendezvous(server, len);
   if (!sock.ok()) return sock.status();
+  parts_.peer_pid = PeerPid(sock->get());
 
   RequestMessage req{};
   req.magic = kRendezvousMagic;
@@ -318,6 +320,7 @@ Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const Connect
   req.arena_bytes[1] = parts_.layout.arena_bytes[1];
   req.data_length = data.length;
   std::memcpy(req.data, data.bytes, data.length);
+  req.seen_pid = parts_.peer_pid;
   const int fds[kRequestFds] = {parts_.segment.fd(), parts_.own_doorbell.get(),
                                 parts_.peer_doorbell.get()};
   Status s = SendMessage(sock->get(), &req, sizeof(req), fds, kRequestFds);
@@ -339,6 +342,7 @@ Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const Connect
       return s.code() == ECONNRESET ? Status(ECONNREFUSED, "Connect: listener closed") : s;
     if (reply.magic != kRendezvousMagic) return Status(EPROTO, "Connect: bad reply");
     if (reply.error != 0) return Status(reply.error, "Connect: refused by listener");
+    parts_.self_pid_seen = reply.seen_pid > 0 ? reply.seen_pid : 0;
     break;
   }
   parts_.rendezvous = std::move(sock).value();
@@ -358,7 +362,7 @@ Status ShmEndpoint::Accept() {
   }
   if (local_->broken_reason.load(std::memory_order_relaxed) != 0)
     return Status(ECONNRESET, "Accept");
-  ReplyMessage reply{kRendezvousMagic, 0, 0};
+  ReplyMessage reply{kRendezvousMagic, 0, parts_.peer_pid};
   Status s = SendMessage(parts_.rendezvous.get(), &reply, sizeof(reply), nullptr, 0);
   if (!s.ok()) {
     Break(ECONNRESET);

@@ -44,6 +44,11 @@ class ShmEndpoint final : public Endpoint {
     UniqueFd rendezvous;     // connected Unix socket (server: from the request; client: later)
     ConnectData peer_data;   // server: the client's request data
     uint32_t mtu = 0;
+    // Single copy. The peer's pid as SO_PEERCRED gave it at set-up (the only process we ever
+    // write into), and ours as the peer's SO_PEERCRED gave it (the only process that may expose
+    // windows). 0 = unknown: no single copy. The client learns both in Connect.
+    int32_t peer_pid = 0;
+    int32_t self_pid_seen = 0;
   };
   // Validates nothing (callers did); fails only for system resources.
   static Result<std::unique_ptr<ShmEndpoint>> Create(Parts parts);
@@ -63,6 +68,12 @@ class ShmEndpoint final : public Endpoint {
   void Disconnect() override;
   bool broken() const override;
   uint32_t mtu() const override { return parts_.mtu; }
+  // Single copy (shm_window.cc): process_vm_writev into the peer's exposed window.
+  bool CanWriteWindows() override;
+  bool CanExposeWindows() const override;
+  Result<WindowKey> ExposeWindow(void* addr, size_t length) override;
+  Result<WindowFate> RevokeWindow() override;
+  Result<size_t> WriteWindow(const WindowKey& key, const Segment* segs, int nsegs) override;
   // Moving to another process (shm_transfer.cc): the four fds and the LocalState bytes.
   Status Export(EndpointImage* out) override;
   Result<MemoryRegion> Reattach(const MemoryRegion& exported) override;
@@ -71,6 +82,7 @@ class ShmEndpoint final : public Endpoint {
   // Tests only: the shared segment, to play a hostile peer.
   std::byte* segment_for_testing() const { return base_; }
   const Layout& layout_for_testing() const { return parts_.layout; }
+  int32_t peer_pid_for_testing() const { return parts_.peer_pid; }
 
  private:
   explicit ShmEndpoint(Parts parts, LocalRegion local);

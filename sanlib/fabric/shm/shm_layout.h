@@ -7,7 +7,8 @@
 //   +--------------------+
 //   | SideBlock[0]       |  client's inbound side: armed flag, gone flag,
 //   |                    |  receive-descriptor ring (posted by client, consumed by server),
-//   |                    |  completion ring (written by server, consumed by client)
+//   |                    |  completion ring (written by server, consumed by client),
+//   |                    |  single-copy window state (client exposes, server writes)
 //   +--------------------+
 //   | SideBlock[1]       |  the same for the server
 //   +--------------------+  page aligned
@@ -31,7 +32,7 @@
 namespace san::fabric::shm {
 
 constexpr uint64_t kSegmentMagic = 0x314d48534e415300ull;  // "\0SANSHM1"
-constexpr uint32_t kSegmentVersion = 1;
+constexpr uint32_t kSegmentVersion = 2;  // 2: SideBlock::window (single copy)
 // Slots per ring (both rings of both sides). Bounds EndpointAttr::recv_depth.
 constexpr uint32_t kRingSlots = 512;
 constexpr uint32_t kRingMask = kRingSlots - 1;
@@ -78,12 +79,27 @@ struct SideBlock {
   alignas(kCacheLine) std::atomic<uint32_t> armed;
   // Set by the owner on Disconnect() or when it detects a violation: the peer breaks too.
   alignas(kCacheLine) std::atomic<uint32_t> gone;
+  // Single copy: the state of the window the owner exposes (WindowWord). The owner opens and
+  // revokes it, the peer claims it (CAS) and marks it written. Peer-writable like everything here:
+  // a value the owner did not expect breaks the connection.
+  alignas(kCacheLine) std::atomic<uint64_t> window;
   // Owner posts, peer consumes.
   alignas(kCacheLine) RecvDesc recv_ring[kRingSlots];
   // Peer writes, owner consumes.
   alignas(kCacheLine) RecvCompletion completion_ring[kRingSlots];
 };
 static_assert(sizeof(SideBlock) % kCacheLine == 0);
+
+// SideBlock::window: (generation << 2) | state. Only one exposure per side at a time; a
+// generation names it, so a writer holding the key of an earlier one never matches.
+//   owner: ExposeWindow   store  (g, kOpen)
+//   peer:  WriteWindow    CAS    (g, kOpen) -> (g, kBusy); process_vm_writev; store (g, kDone)
+//   owner: RevokeWindow   CAS    (g, kOpen) -> (g, kIdle)   => nothing was or will be written
+//                         else   (g, kBusy): wait for (g, kDone); (g, kDone): written
+enum class WindowState : uint64_t { kIdle = 0, kOpen = 1, kBusy = 2, kDone = 3 };
+constexpr uint64_t WindowWord(uint32_t generation, WindowState state) {
+  return (uint64_t{generation} << 2) | static_cast<uint64_t>(state);
+}
 
 // Where everything is, computed from the two arena sizes only.
 struct Layout {

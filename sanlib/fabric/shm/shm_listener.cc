@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "common/fd_placement.h"
 #include "common/log.h"
 #include "common/shared_mapping.h"
 #include "fabric/shm/rendezvous.h"
@@ -25,7 +26,7 @@ Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
                                                          const EndpointAttr& attr, uint32_t mtu) {
   Result<UniqueFd> sock = ListenRendezvous(key);
   if (!sock.ok()) return sock.status();
-  UniqueFd epoll(epoll_create1(EPOLL_CLOEXEC));
+  UniqueFd epoll(PlaceHigh(epoll_create1(EPOLL_CLOEXEC)));
   if (!epoll.valid()) return Status::FromErrno("epoll_create1");
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -42,7 +43,7 @@ ShmListener::ShmListener(UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr
 
 void ShmListener::AcceptPending() {
   for (;;) {
-    UniqueFd conn(accept4(sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    UniqueFd conn(PlaceHigh(accept4(sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)));
     if (!conn.valid()) return;  // EAGAIN, or a transient error the next readiness retries
     Status s = CheckPeerCredentials(conn.get());
     if (!s.ok()) {
@@ -134,6 +135,8 @@ Result<std::unique_ptr<Endpoint>> ShmListener::GetRequest() {
     parts.peer_data.length = req.data_length;
     std::memcpy(parts.peer_data.bytes, req.data, req.data_length);
     parts.mtu = mtu_;
+    parts.peer_pid = PeerPid(fd);
+    parts.self_pid_seen = req.seen_pid > 0 ? req.seen_pid : 0;
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
     parts.rendezvous = std::move(pending_[i].sock);
     pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));

@@ -4,10 +4,13 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "common/fd_placement.h"
 #include "common/clock.h"
 #include "common/shared_mapping.h"
 #include "fabric/address.h"
@@ -41,6 +44,12 @@ std::string HostKey(const sockaddr* addr, socklen_t len) {
 }  // namespace
 
 ShmProvider::ShmProvider() {
+  // Can this process use process_vm_writev at all (a seccomp filter or an old kernel says
+  // ENOSYS/EPERM)? A write of one byte to address 0 of ourselves: EFAULT means yes, nothing moved.
+  char byte = 0;
+  iovec local{&byte, 1};
+  iovec remote{nullptr, 1};
+  single_copy_ = process_vm_writev(getpid(), &local, 1, &remote, 1, 0) < 0 && errno == EFAULT;
   // Providers live for the process (registry.h), so the handlers may refer to this one. Only the
   // first provider object registers (tests may make more; they do not fork around them).
   static ShmProvider* const self = this;
@@ -106,8 +115,8 @@ Result<std::unique_ptr<Endpoint>> ShmProvider::CreateEndpoint(const EndpointAttr
   parts.attr = attr;
   parts.layout = layout;
   parts.segment = std::move(segment).value();
-  parts.own_doorbell.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  parts.peer_doorbell.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  parts.own_doorbell.reset(PlaceHigh(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)));
+  parts.peer_doorbell.reset(PlaceHigh(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)));
   if (!parts.own_doorbell.valid() || !parts.peer_doorbell.valid()) {
     return Status::FromErrno("eventfd");
   }

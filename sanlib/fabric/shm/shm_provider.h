@@ -22,8 +22,11 @@ class ShmProvider final : public Provider {
 
   ShmProvider();
   const char* name() const override { return "shm"; }
+  // kCapSingleCopy only where this process may call process_vm_writev at all (probed once, on
+  // ourselves; each connection then probes its peer: ShmEndpoint::CanWriteWindows).
   uint32_t capabilities() const override {
-    return kCapReliable | kCapSendFromAnyMemory | kCapWaitable | kCapTransferable;
+    return kCapReliable | kCapSendFromAnyMemory | kCapWaitable | kCapTransferable |
+           (single_copy_ ? kCapSingleCopy : 0u);
   }
   uint32_t max_mtu() const override { return kMaxMtu; }
   bool Reaches(const sockaddr* peer, socklen_t len) const override;
@@ -33,6 +36,7 @@ class ShmProvider final : public Provider {
   Result<std::unique_ptr<Endpoint>> Import(EndpointImage image) override;
 
  private:
+  bool single_copy_ = false;
   mutable std::mutex mu_;
   mutable std::vector<std::string> local_keys_;  // AddressKey with port 0 of every local address
   mutable uint64_t local_keys_at_ns_ = 0;

@@ -15,13 +15,15 @@
 #include <cstring>
 
 #include "fabric/shm/rendezvous.h"
+
+#include "common/fd_placement.h"
 #include "fabric/shm/shm_endpoint.h"
 
 namespace san::fabric::shm {
 namespace {
 
 constexpr uint32_t kImageMagic = 0x53484d49;  // "SHMI"
-constexpr uint32_t kImageVersion = 1;
+constexpr uint32_t kImageVersion = 2;  // 2: the single-copy pids
 constexpr size_t kImageFds = 4;  // segment, own doorbell, peer doorbell, rendezvous
 
 struct ImageHeader {
@@ -34,6 +36,8 @@ struct ImageHeader {
   ConnectData peer_data;
   uint64_t exporter_base;
   uint64_t local_bytes;
+  int32_t peer_pid;
+  int32_t self_pid_seen;
 };
 
 uint32_t QueueSize(const EndpointAttr& attr) {
@@ -41,7 +45,7 @@ uint32_t QueueSize(const EndpointAttr& attr) {
 }
 
 Result<UniqueFd> Dup(int fd) {
-  UniqueFd d(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  UniqueFd d(PlaceHigh(fcntl(fd, F_DUPFD_CLOEXEC, 0)));
   if (!d.valid()) return Status::FromErrno("dup(endpoint fd)");
   return d;
 }
@@ -68,6 +72,8 @@ Status ShmEndpoint::Export(EndpointImage* out) {
   h.peer_data = parts_.peer_data;
   h.exporter_base = exporter_base_;
   h.local_bytes = local_region_.size();
+  h.peer_pid = parts_.peer_pid;
+  h.self_pid_seen = parts_.self_pid_seen;
   image.state.resize(sizeof h + local_region_.size());
   memcpy(image.state.data(), &h, sizeof h);
   memcpy(image.state.data() + sizeof h, local_region_.bytes(), local_region_.size());
@@ -115,6 +121,11 @@ Result<std::unique_ptr<ShmEndpoint>> ShmEndpoint::Import(EndpointImage image) {
   Result<LocalRegion> local = LocalRegion::Create(QueueSize(h.attr));
   if (!local.ok()) return local.status();
   memcpy(local->bytes(), image.state.data() + sizeof h, h.local_bytes);
+  // Single copy: whether *this* process may write into the peer is probed afresh (its seccomp
+  // filter may differ); no window is exposed across a move (Export is a set-up operation). The
+  // importer is not the process the peer validated, so it never exposes (CanExposeWindows).
+  local->state()->write_probe.store(0, std::memory_order_relaxed);
+  local->state()->window_exposed.store(0, std::memory_order_relaxed);
   Parts parts;
   parts.side = static_cast<Side>(h.side);
   parts.attr = h.attr;
@@ -125,6 +136,8 @@ Result<std::unique_ptr<ShmEndpoint>> ShmEndpoint::Import(EndpointImage image) {
   parts.rendezvous = std::move(image.fds[3]);
   parts.peer_data = h.peer_data;
   parts.mtu = h.mtu;
+  parts.peer_pid = h.peer_pid > 0 ? h.peer_pid : 0;
+  parts.self_pid_seen = h.self_pid_seen > 0 ? h.self_pid_seen : 0;
   std::unique_ptr<ShmEndpoint> ep(new ShmEndpoint(std::move(parts), std::move(local).value()));
   ep->send_queue_mask_ = QueueSize(h.attr) - 1;
   ep->exporter_base_ = static_cast<uintptr_t>(h.exporter_base);
