@@ -1,5 +1,7 @@
 #include "common/shared_mapping.h"
 
+#include "common/fd_placement.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,7 +50,7 @@ void SharedMapping::Unmap() {
 
 Result<SharedMapping> SharedMapping::Create(const char* name, size_t size) {
   size = RoundToPage(size);
-  UniqueFd fd(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd fd(PlaceHigh(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
   if (!fd.valid()) return Status::FromErrno("memfd_create");
   if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return Status::FromErrno("ftruncate");
   // The size is fixed for the region's life: a peer cannot shrink it under us (SIGBUS).

@@ -10,7 +10,6 @@
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
 
-
 extern "C" {
 
 int san_socket(int domain, int type, int protocol) {
@@ -20,7 +19,9 @@ int san_bind(int fd, const struct sockaddr* addr, socklen_t len) {
   return san::kernel::bind(fd, addr, len);
 }
 int san_listen(int fd, int backlog) { return san::Listen(fd, backlog); }
-int san_accept(int fd, struct sockaddr* addr, socklen_t* len) { return san::Accept(fd, addr, len, 0); }
+int san_accept(int fd, struct sockaddr* addr, socklen_t* len) {
+  return san::Accept(fd, addr, len, 0);
+}
 int san_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   return san::Accept(fd, addr, len, flags);
 }

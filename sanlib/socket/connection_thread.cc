@@ -1,5 +1,9 @@
 #include "socket/connection_thread.h"
 
+#include <sys/stat.h>
+
+#include "common/fd_placement.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -25,7 +29,7 @@ ConnectionThread::~ConnectionThread() {
 Status ConnectionThread::StartThreadLocked() {
   if (running_) return Status::Ok();
   if (!control_.valid()) {
-    control_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    control_.reset(PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)));
     if (!control_.valid()) return Status::FromErrno("eventfd");
   }
   // The thread must not take signals meant for the application.
@@ -83,6 +87,36 @@ void ConnectionThread::RemoveListener(int listen_fd) {
   for (auto& s : dropped) s->Abort();
 }
 
+void ConnectionThread::RenameListener(int from_fd, int to_fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Served& s : served_) {
+    if (s.listen_fd == from_fd) s.listen_fd = to_fd;
+  }
+  for (Pending& p : pending_) {
+    if (p.listen_fd == from_fd) p.listen_fd = to_fd;
+  }
+}
+
+std::unique_ptr<proto::Stream> ConnectionThread::ClaimProved(const proto::FourTuple& tuple,
+                                                             int proof_fd) {
+  struct stat proof;
+  if (fstat(proof_fd, &proof) != 0 || !S_ISSOCK(proof.st_mode)) return nullptr;
+  int listen_fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Served& s : served_) {
+      struct stat mine;
+      if (fstat(s.listen_fd, &mine) == 0 && mine.st_dev == proof.st_dev &&
+          mine.st_ino == proof.st_ino) {
+        listen_fd = s.listen_fd;
+        break;
+      }
+    }
+  }
+  if (listen_fd < 0) return nullptr;  // not one of the listeners we serve
+  return Claim(listen_fd, tuple);
+}
+
 std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd,
                                                        const proto::FourTuple& tuple) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -110,7 +144,7 @@ void ConnectionThread::AfterForkChild() {
   running_ = false;
   // The eventfd is the parent's too: a wake-up meant for one process's thread could be taken by
   // the other's. The child's thread gets its own.
-  control_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  control_.reset(PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)));
   service_.Close();  // the parent's name: the child answers under its own pid once it starts
   served_.clear();
   for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels
@@ -167,7 +201,9 @@ void ConnectionThread::Run() {
       eventfd_read(control_.get(), &v);
     }
     if (fds[1].revents) {
-      service_.Serve(table_, [this](const proto::FourTuple& t) { return Claim(-1, t); });
+      service_.Serve(table_, [this](const proto::FourTuple& t, int proof_fd) {
+        return ClaimProved(t, proof_fd);
+      });
     }
     for (size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents) ServeRequests(owners[i]);

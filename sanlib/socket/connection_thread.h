@@ -27,8 +27,8 @@
 #include "fabric/provider.h"
 #include "proto/stream.h"
 #include "proto/wire.h"
-#include "socket/socket_table.h"
 #include "socket/control_service.h"
+#include "socket/socket_table.h"
 
 namespace san {
 
@@ -46,9 +46,14 @@ class ConnectionThread {
                      const proto::StreamParams& params);
   // Stops serving listen_fd and aborts its unclaimed channels.
   void RemoveListener(int listen_fd);
-  // The channel the client announced for this accepted connection, or nullptr. listen_fd < 0:
-  // under any listener (a handover to another process that accepted the connection).
+  // The listening socket is now known by another fd number (its first one was closed; a dup
+  // remains).
+  void RenameListener(int from_fd, int to_fd);
+  // The channel the client announced for this accepted connection, or nullptr.
   std::unique_ptr<proto::Stream> Claim(int listen_fd, const proto::FourTuple& tuple);
+  // Claim by another process that accepted the connection (handover.h): `proof_fd` must be a copy
+  // of the listening socket the channel is filed under.
+  std::unique_ptr<proto::Stream> ClaimProved(const proto::FourTuple& tuple, int proof_fd);
   // Counts, for sanstat and tests.
   size_t pending_count();
 

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/control_name.h"
+#include "common/fd_placement.h"
 #include "proto/close_state.h"
 #include "socket/handover.h"
 #include "socket/kernel.h"
@@ -56,10 +57,12 @@ std::string Field(std::string text) {
 std::string Line(SanSocket& s) {
   const SocketMode mode = s.mode.load(std::memory_order_acquire);
   const bool listening = s.listening.load();
-  std::string line = std::to_string(s.fd) + "\t" + (listening ? "listen" : "conn") + "\t" +
-                     (mode == SocketMode::kShm ? "shm" : mode == SocketMode::kTcp ? "tcp" : "none") +
-                     "\t" + SocketAddress(s.fd, false) + "\t" +
-                     (listening ? "*" : SocketAddress(s.fd, true)) + "\t";
+  std::string line = std::to_string(s.fd.load()) + "\t" + (listening ? "listen" : "conn") + "\t" +
+                     (mode == SocketMode::kShm   ? "shm"
+                      : mode == SocketMode::kTcp ? "tcp"
+                                                 : "none") +
+                     "\t" + SocketAddress(s.fd.load(), false) + "\t" +
+                     (listening ? "*" : SocketAddress(s.fd.load(), true)) + "\t";
   if (mode == SocketMode::kShm) {
     const proto::StreamStats st = s.stream->Stats();
     line += std::to_string(st.bytes_sent) + "\t" + std::to_string(st.bytes_received) + "\t" +
@@ -71,7 +74,6 @@ std::string Line(SanSocket& s) {
   const std::string reason = mode == SocketMode::kTcp ? s.fallback_reason : "";
   return line + "\t" + Field(reason) + "\n";
 }
-
 
 }  // namespace
 
@@ -85,7 +87,8 @@ std::string ControlService::Report(SocketTable& table) {
 
 Status ControlService::Open() {
   if (listener_.valid() && pid_ == getpid()) return Status::Ok();
-  listener_.reset(kernel::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  listener_.reset(
+      PlaceHigh(kernel::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
   if (!listener_.valid()) return Status::FromErrno("socket(AF_UNIX)");
   pid_ = getpid();
   sockaddr_un sun;
@@ -102,11 +105,29 @@ Status ControlService::Open() {
 namespace {
 
 // Reads exactly n bytes of a request, waiting at most ~200 ms in all (the connection thread has
-// other work; a client that does not send its request promptly is dropped).
-bool ReadRequest(int fd, void* out, size_t n, uint64_t deadline_ns) {
+// other work; a client that does not send its request promptly is dropped). Fds that come with
+// the bytes are collected in *fds (owned, closed with it) when given, else closed.
+bool ReadRequest(int fd, void* out, size_t n, uint64_t deadline_ns,
+                 std::vector<UniqueFd>* fds = nullptr) {
   auto* p = static_cast<char*>(out);
   while (n > 0) {
-    const ssize_t r = kernel::recv(fd, p, n, MSG_DONTWAIT);
+    iovec iov{p, n};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    const ssize_t r = kernel::recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); r > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      for (size_t k = 0; k < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++k) {
+        int got;
+        memcpy(&got, CMSG_DATA(cm) + k * sizeof(int), sizeof got);
+        UniqueFd owned(got);
+        if (fds) fds->push_back(std::move(owned));
+      }
+    }
     if (r > 0) {
       p += r;
       n -= static_cast<size_t>(r);
@@ -142,26 +163,26 @@ void ControlService::Serve(SocketTable& table, const TakeChannel& take) {
     if (!conn.valid()) return;
     ucred cred{};
     socklen_t clen = sizeof cred;
-    if (kernel::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
-        (cred.uid != geteuid() && cred.uid != 0)) {
-      continue;  // not ours to see: close without a word
-    }
+    if (kernel::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) continue;
+    const bool trusted = cred.uid == geteuid() || cred.uid == 0;
     // A slow reader gets a bounded wait, then a cut answer.
     timeval tv{0, 200000};
     kernel::setsockopt(conn.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     const uint64_t deadline = NowNs() + 200000000ull;
     char type = 0;
-    if (!ReadRequest(conn.get(), &type, 1, deadline)) continue;
-    if (type == kReport) {
+    std::vector<UniqueFd> proof;
+    if (!ReadRequest(conn.get(), &type, 1, deadline, &proof)) continue;
+    if (type == kReport && trusted) {
       SendReport(conn.get(), Report(table));
-    } else if (type == kClaim && cred.uid == geteuid()) {
+    } else if (type == kClaim) {
       fabric::ConnectData data;
       if (!ReadRequest(conn.get(), &data.length, 1, deadline) || data.length > data.kMax ||
           !ReadRequest(conn.get(), data.bytes, data.length, deadline)) {
         continue;
       }
       Result<proto::FourTuple> tuple = proto::DecodeConnectRequest(data);
-      std::unique_ptr<proto::Stream> stream = tuple.ok() ? take(tuple.value()) : nullptr;
+      std::unique_ptr<proto::Stream> stream =
+          tuple.ok() && proof.size() == 1 ? take(tuple.value(), proof[0].get()) : nullptr;
       Status st = SendHandover(conn.get(), stream.get(), tuple.ok() ? ENOENT : EINVAL);
       // A channel we could not hand over is lost to its accepter: reset it so the client is not
       // left waiting on a channel nobody reads.

@@ -2,8 +2,12 @@
 // thread. A client sends one request byte, then:
 //   'R'  report: we answer with the text report below and close (what `sanstat` shows);
 //   'C'  claim: followed by a length byte and that many bytes of an encoded 4-tuple
-//        (proto::EncodeConnectRequest); we hand over the channel filed for it (handover.h).
-// Only a peer with our uid (root too, for reports) gets an answer.
+//        (proto::EncodeConnectRequest); the listening socket the connection was accepted on
+//        rides with the request byte (SCM_RIGHTS). We hand over the channel filed for that tuple
+//        under that very listener (handover.h).
+// Reports go only to a peer with our uid, or root. A claim is answered whatever the claimer's uid
+// when it proves it holds the listener (the same socket, by device and inode): whoever holds it
+// may accept the connection anyway (a prefork server whose workers drop privileges, like nginx).
 //
 // Report format, tab-separated fields, one line per socket after a header line:
 //   #sanlib-stat 1 <pid> <comm>
@@ -30,8 +34,10 @@ class ControlService {
  public:
   static constexpr char kReport = 'R';
   static constexpr char kClaim = 'C';
-  // Hands over the channel filed for a 4-tuple (removing it from the owner's books), or nullptr.
-  using TakeChannel = std::function<std::unique_ptr<proto::Stream>(const proto::FourTuple&)>;
+  // Hands over the channel filed for a 4-tuple under the listening socket `proof_fd` is a copy of
+  // (removing it from the owner's books), or nullptr.
+  using TakeChannel =
+      std::function<std::unique_ptr<proto::Stream>(const proto::FourTuple&, int proof_fd)>;
 
   // Binds this pid's name; harmless if already open for this pid.
   Status Open();

@@ -14,8 +14,10 @@
 namespace san {
 namespace {
 
-constexpr int kSupportedSendFlags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR;
-constexpr int kSupportedRecvFlags = MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC;
+// Flags TCP acts on that a SAN stream cannot honour; any other flag is ignored, as tcp_sendmsg and
+// tcp_recvmsg ignore what does not apply to them (libmemcached and sockperf pass MSG_NOSIGNAL to
+// recv, for instance).
+constexpr int kRefusedSendFlags = MSG_OOB;  // urgent data
 
 SanSocket* ShmSocket(int fd) {
   SanSocket* s = Runtime::Get().table().Find(fd);
@@ -146,7 +148,7 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
     msg.msg_iovlen = static_cast<size_t>(iovcnt);
     return kernel::sendmsg(fd, &msg, flags);
   }
-  if (flags & ~kSupportedSendFlags) {
+  if (flags & kRefusedSendFlags) {
     errno = EOPNOTSUPP;
     return -1;
   }
@@ -155,6 +157,10 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
     return -1;
   }
   const bool nonblocking = (flags & MSG_DONTWAIT) || s->nonblocking.load(std::memory_order_relaxed);
+  // Single copy: a large request goes straight into a window the receiver advertised, if there is
+  // one (the write completes inside the call, so nonblocking sends may use it too).
+  const Config& config = Runtime::Get().config();
+  const size_t window_min = config.single_copy ? config.single_copy_min : 0;
   // A blocking send returns only when everything is taken (or on error): walk the iovec.
   IovRemainder rest(iov, iovcnt);
   size_t total = 0;
@@ -162,7 +168,7 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
   for (;;) {
     bool buffered = false;
     Result<size_t> r = Drive(*s, true, nonblocking, &deadline, [&] {
-      return s->stream->Send(rest.data(), rest.count(), &buffered);
+      return s->stream->Send(rest.data(), rest.count(), &buffered, window_min);
     });
     if (buffered && s->stream->TryArmTimer()) Runtime::Get().closer().ArmTimer(s->stream.get());
     if (!r.ok()) {
@@ -190,7 +196,11 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
     errno = EINVAL;  // no urgent data on a SAN stream, as on a TCP socket without any
     return -1;
   }
-  if ((flags & ~kSupportedRecvFlags) || iovcnt < 0 || iovcnt > IOV_MAX) {
+  if (flags & MSG_ERRQUEUE) {
+    errno = EAGAIN;  // a SAN stream queues no errors: the kernel's answer for an empty queue
+    return -1;
+  }
+  if (iovcnt < 0 || iovcnt > IOV_MAX) {
     errno = EINVAL;
     return -1;
   }
@@ -212,14 +222,26 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   const bool nonblocking = read_shut || (flags & MSG_DONTWAIT) ||
                            s->nonblocking.load(std::memory_order_relaxed);
   const bool waitall = (flags & MSG_WAITALL) && !peek && !nonblocking;
+  // Single copy: a blocking, non-peeking read with a large first buffer may expose it to the
+  // sender while it waits (never a nonblocking one: the window must be withdrawn before the call
+  // returns, and a nonblocking call returns at once). WithdrawWindow runs before every return.
+  const Config& config = Runtime::Get().config();
+  const size_t offer_min = config.single_copy && !peek && !nonblocking ? config.single_copy_min : 0;
   IovRemainder rest(iov, waitall ? iovcnt : 0);
   size_t total = 0;
   CallDeadline deadline;
   for (;;) {
+    const iovec* cur = waitall ? rest.data() : iov;
+    const int curcnt = waitall ? rest.count() : iovcnt;
     Result<size_t> r = Drive(*s, false, nonblocking, &deadline, [&] {
-      if (!waitall) return s->stream->Recv(iov, iovcnt, peek);
-      return s->stream->Recv(rest.data(), rest.count(), false);
+      return s->stream->Recv(cur, curcnt, peek, offer_min);
     });
+    if (offer_min != 0 && curcnt > 0) {
+      // Timeout, EINTR, an error or data by the ring: take the window back. Bytes the peer wrote
+      // into it meanwhile are this call's result (they are the next bytes of the stream).
+      Result<size_t> w = s->stream->WithdrawWindow(cur[0].iov_base);
+      if (w.ok() ? w.value() > 0 : !r.ok()) r = w;
+    }
     if (!r.ok()) {
       if (total > 0) return static_cast<ssize_t>(total);
       int err = r.status().code();

@@ -142,14 +142,15 @@ Status SendHandover(int sock, proto::Stream* stream, int error) {
   h.recv_region = image.recv_region;
   h.staging_region = image.staging_region;
   if (fds.size() > kMaxFds) return Status(EINVAL, "handover: too many fds");
-  return SendAll(sock,
-                 {iovec{&h, sizeof h}, iovec{image.endpoint.state.data(), image.endpoint.state.size()},
-                  iovec{image.state.data(), image.state.size()}},
-                 fds);
+  return SendAll(
+      sock,
+      {iovec{&h, sizeof h}, iovec{image.endpoint.state.data(), image.endpoint.state.size()},
+       iovec{image.state.data(), image.state.size()}},
+      fds);
 }
 
 Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto::FourTuple& tuple,
-                                                      fabric::Provider& provider) {
+                                                      int listen_fd, fabric::Provider& provider) {
   const uint64_t deadline = NowNs() + uint64_t{kTimeoutMs} * 1000000;
   UniqueFd sock(kernel::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!sock.valid()) return Status::FromErrno("socket(handover)");
@@ -158,17 +159,18 @@ Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto
   if (kernel::connect(sock.get(), reinterpret_cast<sockaddr*>(&sun), len) != 0) {
     return Status::FromErrno("connect(owner control socket)");
   }
-  // Only our own user may hand us a channel.
+  // Only the owner itself, of our user or root, may hand us a channel.
   ucred cred{};
   socklen_t clen = sizeof cred;
   if (kernel::getsockopt(sock.get(), SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
-      cred.uid != geteuid()) {
-    return Status(EPERM, "handover: owner is another user");
+      cred.pid != owner_pid || (cred.uid != geteuid() && cred.uid != 0)) {
+    return Status(EPERM, "handover: the control socket is not the listener's owner");
   }
   const fabric::ConnectData request = proto::EncodeConnectRequest(tuple);
   char head[2] = {ControlService::kClaim, static_cast<char>(request.length)};
-  if (Status st = SendAll(sock.get(), {iovec{head, 2}, iovec{const_cast<uint8_t*>(request.bytes),
-                                                               request.length}}, {});
+  if (Status st = SendAll(
+          sock.get(), {iovec{head, 2}, iovec{const_cast<uint8_t*>(request.bytes), request.length}},
+          {listen_fd});
       !st.ok()) {
     return st;
   }

@@ -29,9 +29,11 @@ namespace san {
 // Owner side, after reading a claim: sends `stream` (exported) to the claimer, or `error` if
 // stream is null. On success the stream object must only be destroyed afterwards.
 Status SendHandover(int sock, proto::Stream* stream, int error);
-// Claimer side: asks process `owner_pid` for the channel of `tuple` and rebuilds it through
-// `provider`. ENOENT: the owner has no such channel (a plain client); other codes: it failed.
+// Claimer side: asks process `owner_pid` for the channel of `tuple`, accepted on the listening
+// socket `listen_fd` (sent along as proof), and rebuilds it through `provider`. ENOENT: the owner
+// has no such channel (a plain client); other codes: it failed. The owner must be that very
+// process (SO_PEERCRED pid: a pid reused by a stranger cannot answer) of our uid or root.
 Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto::FourTuple& tuple,
-                                                      fabric::Provider& provider);
+                                                      int listen_fd, fabric::Provider& provider);
 
 }  // namespace san

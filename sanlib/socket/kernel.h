@@ -23,7 +23,9 @@ inline int socket(int domain, int type, int protocol) {
 inline int bind(int fd, const sockaddr* addr, socklen_t len) {
   return static_cast<int>(::syscall(SYS_bind, fd, addr, len));
 }
-inline int listen(int fd, int backlog) { return static_cast<int>(::syscall(SYS_listen, fd, backlog)); }
+inline int listen(int fd, int backlog) {
+  return static_cast<int>(::syscall(SYS_listen, fd, backlog));
+}
 inline int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
   return static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags));
 }
@@ -33,7 +35,9 @@ inline int connect(int fd, const sockaddr* addr, socklen_t len) {
 inline ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
   return ::syscall(SYS_sendmsg, fd, msg, flags);
 }
-inline ssize_t recvmsg(int fd, msghdr* msg, int flags) { return ::syscall(SYS_recvmsg, fd, msg, flags); }
+inline ssize_t recvmsg(int fd, msghdr* msg, int flags) {
+  return ::syscall(SYS_recvmsg, fd, msg, flags);
+}
 inline ssize_t recv(int fd, void* buf, size_t len, int flags) {
   return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
 }
@@ -51,12 +55,17 @@ inline int getsockname(int fd, sockaddr* addr, socklen_t* len) {
 inline int getpeername(int fd, sockaddr* addr, socklen_t* len) {
   return static_cast<int>(::syscall(SYS_getpeername, fd, addr, len));
 }
-inline int fcntl(int fd, int cmd, long arg) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }
-// poll(2) through ppoll, with poll's millisecond timeout (-1 = forever).
-inline int poll(pollfd* fds, nfds_t n, int timeout_ms) {
+inline int fcntl(int fd, int cmd, long arg) {
+  return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg));
+}
+// ppoll(2) with poll's millisecond timeout (-1 = forever) and an optional signal mask.
+inline int ppoll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* sigmask) {
   timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
   return static_cast<int>(
-      ::syscall(SYS_ppoll, fds, n, timeout_ms < 0 ? nullptr : &ts, nullptr, _NSIG / 8));
+      ::syscall(SYS_ppoll, fds, n, timeout_ms < 0 ? nullptr : &ts, sigmask, _NSIG / 8));
+}
+inline int poll(pollfd* fds, nfds_t n, int timeout_ms) {
+  return ppoll(fds, n, timeout_ms, nullptr);
 }
 
 }  // namespace san::kernel

@@ -67,7 +67,7 @@ short SocketRevents(SanSocket& s, short events) {
   return revents & (events | POLLERR | POLLHUP);
 }
 
-int Poll(pollfd* fds, nfds_t nfds, int timeout_ms) {
+int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
   std::vector<Slot> slots;
   std::vector<SanSocket*> sans;
   std::vector<short> san_events;
@@ -82,15 +82,16 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms) {
       kernel_fds.push_back(fds[i]);
     }
   }
-  if (sans.empty()) return kernel::poll(fds, nfds, timeout_ms);
+  if (sans.empty()) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
 
   const uint64_t start = NowNs();
   const uint64_t spin_end = start + uint64_t{Runtime::Get().config().spin_us} * 1000;
   auto remaining_ms = [&]() -> int {
     if (timeout_ms < 0) return -1;
     const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-    return elapsed_ms >= static_cast<uint64_t>(timeout_ms) ? 0
-                                                           : timeout_ms - static_cast<int>(elapsed_ms);
+    return elapsed_ms >= static_cast<uint64_t>(timeout_ms)
+               ? 0
+               : timeout_ms - static_cast<int>(elapsed_ms);
   };
   for (int round = 0;; ++round) {
     // Look at everything: SAN state directly, kernel fds without waiting.
@@ -118,7 +119,7 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms) {
     // Sleep until a doorbell, a kernel fd or the timeout; then look again.
     for (pollfd& p : kernel_fds) p.revents = 0;
     int rc = SleepOnSockets(sans.data(), san_events.data(), sans.size(), kernel_fds.data(),
-                            kernel_fds.size(), left);
+                            kernel_fds.size(), left, sigmask);
     if (rc < 0) return -1;
     round = -1;  // the next round looks at the kernel fds again
   }

@@ -3,10 +3,11 @@
 // must not depend on static destruction order; the threads are stopped by the exit handler).
 //
 // Also installs the process hooks: pthread_atfork (the background threads do not survive fork;
-// locks are not held across it) and atexit (open SAN sockets send FIN, closing ones get to post it).
-// Thread-safety: Get() is thread-safe; members document their own.
+// locks are not held across it) and atexit (open SAN sockets send FIN, closing ones get to post
+// it). Thread-safety: Get() is thread-safe; members document their own.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "common/config.h"
@@ -21,11 +22,26 @@ namespace san {
 class Runtime {
  public:
   static Runtime& Get();
+  // The runtime if something has made it already, else nullptr (never creates it): the
+  // compatibility layer's pass-through test for fds of a process that has no SAN socket.
+  static Runtime* IfCreated() { return created_.load(std::memory_order_acquire); }
 
   const Config& config() const { return config_; }
   SocketTable& table() { return table_; }
   ConnectionThread& connections() { return connections_; }
   CloseThread& closer() { return closer_; }
+
+  // What this process's connections did, written to SAN_REPORT at exit (the transparency tests
+  // read it to know a tool was really accelerated). Counted when a connection settles its mode
+  // and when its stream leaves the application (close, or exit).
+  struct Usage {
+    std::atomic<uint64_t> shm_connections{0};
+    std::atomic<uint64_t> tcp_connections{0};
+    std::atomic<uint64_t> shm_bytes_sent{0};
+    std::atomic<uint64_t> shm_bytes_received{0};
+  };
+  Usage& usage() { return usage_; }
+  void CountFinished(proto::Stream& stream);
 
   // The provider that would carry a connection to `peer`, or nullptr with the reason why not.
   fabric::Provider* ProviderFor(const sockaddr* peer, socklen_t len, std::string* why_not);
@@ -35,12 +51,15 @@ class Runtime {
 
  private:
   Runtime();
+  static inline std::atomic<Runtime*> created_{nullptr};
   static void AtExit();
+  void WriteReport();
 
   const Config& config_;
   SocketTable table_;  // before connections_, which refers to it
   ConnectionThread connections_;
   CloseThread closer_;
+  Usage usage_;
   fabric::Provider* shm_ = nullptr;
   std::string shm_unavailable_;
 };

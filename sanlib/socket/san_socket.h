@@ -24,22 +24,29 @@ namespace san {
 enum class SocketMode : int { kUnconnected = 0, kTcp = 1, kShm = 2 };
 
 struct SanSocket {
-  explicit SanSocket(int kernel_fd) : fd(kernel_fd) {}
+  explicit SanSocket(int kernel_fd) : fd(kernel_fd), id(next_id.fetch_add(1) + 1) {}
 
-  const int fd;
+  // One fd number that names the kernel socket. dup() gives the socket more numbers (fd_count);
+  // when this one is closed while others remain, it is moved to one of them (Close).
+  std::atomic<int> fd;
+  std::atomic<int> fd_count{1};
+  // Never reused within a process: tells a socket from a later one at the same address/fd number
+  // (epoll interest lists hold fd numbers across calls).
+  const uint64_t id;
+  static inline std::atomic<uint64_t> next_id{0};
   std::atomic<SocketMode> mode{SocketMode::kUnconnected};
-  std::string fallback_reason;  // set before mode becomes kTcp
+  std::string fallback_reason;            // set before mode becomes kTcp
   std::unique_ptr<proto::Stream> stream;  // kShm only
   std::atomic<bool> nonblocking{false};
   std::atomic<bool> listening{false};
   // Listening sockets: the process whose connection thread serves the SAN rendezvous (0: none).
   // A fork child that accepts on an inherited listener claims channels from it (handover.h).
   std::atomic<int> rendezvous_owner{0};
-  std::atomic<bool> read_shut{false};   // shutdown(SHUT_RD) was called
-  std::atomic<bool> tcp_gone{false};    // the kernel socket underneath reported EOF/reset
+  std::atomic<bool> read_shut{false};       // shutdown(SHUT_RD) was called
+  std::atomic<bool> tcp_gone{false};        // the kernel socket underneath reported EOF/reset
   std::atomic<bool> error_reported{false};  // the connection's error was returned once already
-  std::atomic<bool> connecting{false};  // nonblocking connect(): the kernel half is in progress
-  std::atomic<int> connect_error{0};    // the kernel half failed with this errno (SO_ERROR)
+  std::atomic<bool> connecting{false};      // nonblocking connect(): the kernel half is in progress
+  std::atomic<int> connect_error{0};        // the kernel half failed with this errno (SO_ERROR)
   bool nodelay_requested = false;           // TCP_NODELAY set before the stream existed
   // Wakes threads of this process sleeping on the socket when another thread made progress for
   // them (the doorbell only rings for the peer's packets). An eventfd, made on first need.

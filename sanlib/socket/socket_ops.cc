@@ -9,9 +9,10 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/fd_placement.h"
 #include "common/log.h"
-#include "san/san.h"
 #include "proto/wire.h"
+#include "san/san.h"
 #include "socket/handover.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
@@ -92,7 +93,8 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
   Result<std::unique_ptr<proto::Stream>> stream =
       proto::Stream::Create(std::move(ep).value(), provider.capabilities(), params);
   if (!stream.ok()) return stream.status();
-  Status st = stream.value()->endpoint().Connect(rendezvous, len, proto::EncodeConnectRequest(tuple));
+  Status st =
+      stream.value()->endpoint().Connect(rendezvous, len, proto::EncodeConnectRequest(tuple));
   if (!st.ok()) return st;
   return stream;
 }
@@ -102,15 +104,17 @@ void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string rea
     if (s.nodelay_requested) stream->SetNoDelay(true);
     int holders[2];
     if (pipe2(holders, O_CLOEXEC | O_NONBLOCK) == 0) {
-      s.holders_read.reset(holders[0]);
-      s.holders_write.reset(holders[1]);
+      s.holders_read.reset(PlaceHigh(holders[0]));
+      s.holders_write.reset(PlaceHigh(holders[1]));
     }
     s.stream = std::move(stream);
     s.mode.store(SocketMode::kShm, std::memory_order_release);
+    Runtime::Get().usage().shm_connections.fetch_add(1);
   } else {
+    Runtime::Get().usage().tcp_connections.fetch_add(1);
     s.fallback_reason = std::move(reason);
     s.mode.store(SocketMode::kTcp, std::memory_order_release);
-    SAN_LOG_INFO("fd %d: kernel TCP: %s", s.fd, s.fallback_reason.c_str());
+    SAN_LOG_INFO("fd %d: kernel TCP: %s", s.fd.load(), s.fallback_reason.c_str());
   }
 }
 
@@ -164,8 +168,7 @@ int Listen(int fd, int backlog) {
   Result<sockaddr_storage> addr = LocalAddress(fd);
   if (!addr.ok()) return 0;
   const proto::StreamParams params = rt.StreamParamsFor(*provider);
-  const socklen_t alen =
-      addr->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  const socklen_t alen = addr->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
       reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));
   if (!listener.ok()) {
@@ -202,18 +205,28 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
     proto::FourTuple tuple;
     tuple.client = peer.value();
     tuple.server = local.value();
-    stream = rt.connections().Claim(fd, tuple);
+    stream = rt.connections().Claim(ls->fd.load(), tuple);
     const int owner = ls->rendezvous_owner.load();
     fabric::Provider* provider = rt.ListenProvider(&no_san);
     if (!stream && owner > 0 && owner != getpid() && provider) {
       // Inherited listener (prefork server): the channel, if the client made one, is filed with
       // the process that serves the rendezvous.
-      Result<std::unique_ptr<proto::Stream>> claimed = ClaimFromOwner(owner, tuple, *provider);
+      Result<std::unique_ptr<proto::Stream>> claimed = ClaimFromOwner(owner, tuple, fd, *provider);
       if (claimed.ok()) {
         stream = std::move(claimed).value();
       } else if (claimed.status().code() != ENOENT) {
-        reason = "SAN channel handover failed: " + claimed.status().ToString();
-        SAN_LOG_WARN("fd %d: %s", nfd, reason.c_str());
+        // The client is on a SAN channel we cannot reach: as TCP this connection would hang (the
+        // client waits on the channel). Reset it, as the kernel does a connection that failed
+        // before accept() returned it: ECONNABORTED, and the caller accepts the next one.
+        SAN_LOG_WARN("fd %d: SAN channel handover failed (%s); connection reset", nfd,
+                     claimed.status().ToString().c_str());
+        rt.table().Remove(nfd);
+        delete s;
+        const linger reset{1, 0};
+        kernel::setsockopt(nfd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        kernel::close(nfd);
+        errno = ECONNABORTED;
+        return -1;
       }
     }
   }
@@ -235,9 +248,8 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
     if (r.ok()) {
       stream = std::move(r).value();
     } else {
-      reason = r.status().code() == ECONNREFUSED
-                   ? "no SAN listener at the peer (plain TCP server)"
-                   : "SAN set-up failed: " + r.status().ToString();
+      reason = r.status().code() == ECONNREFUSED ? "no SAN listener at the peer (plain TCP server)"
+                                                 : "SAN set-up failed: " + r.status().ToString();
     }
   }
   const int rc = kernel::connect(fd, addr, len);
@@ -289,17 +301,44 @@ bool DropOwnHold(SanSocket& s, proto::Stream& stream) {
 
 }  // namespace
 
-int Close(int fd) {
-  Runtime& rt = Runtime::Get();
+void NoteDuplicate(int fd, int dup_fd) {
+  Runtime* rt = Runtime::IfCreated();
+  SanSocket* s = rt ? rt->table().Find(fd) : nullptr;
+  if (!s || dup_fd == fd) return;
+  s->fd_count.fetch_add(1);
+  if (!rt->table().InsertAs(dup_fd, s)) {
+    // Beyond the table (fd >= 2^20): that number reads the kernel socket, which carries nothing.
+    s->fd_count.fetch_sub(1);
+    SAN_LOG_WARN("fd %d: duplicate %d is beyond the socket table; it will not see SAN data", fd,
+                 dup_fd);
+  }
+}
+
+void Release(int fd) {
+  Runtime* rt_or_null = Runtime::IfCreated();
+  if (!rt_or_null || !rt_or_null->table().Find(fd)) return;
+  Runtime& rt = *rt_or_null;
+  // Not while another thread holds sockets pinned across a sleep (compat's epoll_wait).
+  auto lifetime = rt.table().LockLifetime();
   SanSocket* s = rt.table().Remove(fd);
-  if (!s) return kernel::close(fd);
+  if (!s) return;
+  if (s->fd_count.fetch_sub(1) > 1) {
+    // Another number (dup) still names the socket: only this one goes, as with the kernel.
+    if (s->fd.load() == fd) {
+      const int other = rt.table().AnotherFdOf(s, fd);
+      s->fd.store(other);
+      if (s->listening.load()) rt.connections().RenameListener(fd, other);
+    }
+    return;
+  }
   if (s->listening.load()) rt.connections().RemoveListener(fd);
   if (std::unique_ptr<proto::Stream> stream = std::move(s->stream)) {
     rt.closer().Forget(stream.get());
+    rt.CountFinished(*stream);
     if (!DropOwnHold(*s, *stream)) {
       // Another process (fork) still holds the connection: only our view of it goes.
       delete s;
-      return kernel::close(fd);
+      return;
     }
     if (stream->Available() > 0) {
       stream->Abort();  // unread data: the kernel resets the connection, so do we
@@ -308,10 +347,14 @@ int Close(int fd) {
     }
     // The close thread keeps its own reference to the kernel socket: the peer watches it for
     // liveness, and the application's fd number must be free when close() returns.
-    UniqueFd keep(kernel::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    UniqueFd keep(PlaceHigh(kernel::fcntl(fd, F_DUPFD_CLOEXEC, 0)));
     rt.closer().Adopt(std::move(stream), std::move(keep), rt.config().linger_ms);
   }
   delete s;
+}
+
+int Close(int fd) {
+  Release(fd);
   return kernel::close(fd);
 }
 
@@ -326,6 +369,7 @@ void ShutdownAllForExit() {
     if (SanSocket* s = rt.table().Find(fd)) {
       if (s->stream) {
         rt.closer().Forget(s->stream.get());
+        rt.CountFinished(*s->stream);
         if (DropOwnHold(*s, *s->stream)) {
           s->stream->ShutdownWrite();  // flushes, then FIN
           shut.push_back(s->stream.get());

@@ -10,12 +10,16 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <signal.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fabric/provider.h"
 #include "proto/wire.h"
 #include "socket/san_socket.h"
+#include "socket/socket_table.h"
 
 struct san_info;
 
@@ -27,10 +31,15 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags);
 int Connect(int fd, const sockaddr* addr, socklen_t len);
 int Shutdown(int fd, int how);
 int Close(int fd);
+// What close(fd) does to sanlib's side of fd, without closing the kernel fd (dup2/dup3 onto fd,
+// where the kernel closes it as part of the call).
+void Release(int fd);
+// fd was duplicated as dup_fd (dup, dup2, dup3, F_DUPFD): both numbers name the one SAN socket.
+void NoteDuplicate(int fd, int dup_fd);
 
 ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags);
 ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags);
-int Poll(pollfd* fds, nfds_t nfds, int timeout_ms);
+int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask = nullptr);
 int GetSockOpt(int fd, int level, int name, void* value, socklen_t* len);
 int SetSockOpt(int fd, int level, int name, const void* value, socklen_t len);
 int Fcntl(int fd, int cmd, long arg);
@@ -43,8 +52,30 @@ short SocketRevents(SanSocket& s, short events);
 // Sleeps until one of `sockets` may be ready for its `events` or one of `kernel_fds` is (their
 // revents are filled in), the timeout passes (0) or a signal arrives (-1, EINTR). Arms every
 // doorbell and re-checks first, so nothing arriving meanwhile is missed. Returns > 0 when woken.
+// `sigmask` (may be null) is in force during the sleep, as with ppoll.
 int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count, pollfd* kernel_fds,
-                   nfds_t kernel_count, int timeout_ms);
+                   nfds_t kernel_count, int timeout_ms, const sigset_t* sigmask = nullptr);
+// SleepOnSockets in two halves, for a caller that sleeps in its own poll (compat's epoll_wait):
+// the kernel fds that stand for one SAN socket while a thread sleeps on it.
+struct SleepWatch {
+  SanSocket* socket;
+  uint64_t id;     // socket->id when armed
+  int fd;          // its fd number when armed
+  int wake;        // this process's other threads (-1 if none could be made)
+  bool watch_tcp;  // the kernel socket underneath, for peer death
+  size_t first;    // index of its doorbell in the pollfd array (then wake, then the socket)
+};
+// Arms the doorbells of `sockets` and re-checks them: true if one is ready already (nothing armed
+// is left behind). Otherwise appends three pollfds per socket to `fds` and a watch to `watches`.
+bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
+                 std::vector<pollfd>* fds, std::vector<SleepWatch>* watches);
+// After the poll over `fds`: consumes the doorbells that rang, notices peer death, and ends the
+// watches. With `revalidate`, a socket no longer published under its fd (closed meanwhile) is
+// skipped instead of touched (the caller holds the table's lifetime pin).
+void FinishSleep(const std::vector<SleepWatch>& watches, const std::vector<pollfd>& fds,
+                 const SocketTable* revalidate);
+// The eventfd that wakes this process's threads sleeping on `s` (made on first need; -1 if none).
+int WakeFdOf(SanSocket& s);
 // Sleeps until the socket may be readable (or writable), the timeout passes (ETIMEDOUT) or a signal
 // arrives (EINTR). Arms the doorbell first so nothing arriving meanwhile is missed.
 Status SleepOnSocket(SanSocket& s, bool want_write, int timeout_ms);
@@ -60,7 +91,8 @@ void CheckKernelSide(SanSocket& s);
 // Connection set-up pieces shared by socket_ops.cc and upgrade.cc.
 // Starts managing a kernel socket (nullptr if its fd is beyond the table).
 SanSocket* Track(int fd, bool nonblocking);
-// Makes a connected socket a SAN one over `stream`, or (stream == nullptr) records why it stays TCP.
+// Makes a connected socket a SAN one over `stream`, or (stream == nullptr) records why it stays
+// TCP.
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason);
 // The client half of a SAN channel: a stream over a new endpoint of `provider`, connected to the
 // rendezvous at `rendezvous` with `tuple` (the TCP connection it stands beside) as its request.

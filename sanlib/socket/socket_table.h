@@ -1,47 +1,69 @@
 // SocketTable: fd number -> SanSocket, for the sockets sanlib manages.
 //
-// Lookups are lock-free (the data path does one per call): a two-level array of atomic pointers
-// indexed by fd, second-level pages allocated on first use and never freed. Insert/Remove are rare
-// and take a mutex. A removed socket is not deleted here: the caller (close) decides its fate, and
-// a thread still inside a call on that fd (an application race, as with the kernel's fd reuse) keeps
-// working on the object, which the close thread frees only after its linger.
+// Lookups are lock-free (the data path does one per call; common/fd_index.h). A socket may be
+// published under several numbers (dup). A removed socket is not deleted here: the caller (close)
+// decides its fate, under the lifetime lock: a thread that holds sockets across a sleep without a
+// call on them in progress (compat's epoll_wait) pins the table, and close() deletes only when no
+// pin is held. A thread inside a data call on an fd another thread closes is an application race,
+// as with the kernel's fd reuse; it keeps working on the stream, which the close thread frees only
+// after its linger.
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <mutex>
+#include <new>
+#include <shared_mutex>
 
+#include "common/fd_index.h"
 #include "socket/san_socket.h"
 
 namespace san {
 
 class SocketTable {
  public:
-  static constexpr int kPageBits = 10;
-  static constexpr int kPages = 1024;  // fds 0 .. 2^20-1
-
-  SanSocket* Find(int fd) const {
-    if (fd < 0 || fd >= (kPages << kPageBits)) return nullptr;
-    Page* page = pages_[fd >> kPageBits].load(std::memory_order_acquire);
-    return page ? page->slots[fd & ((1 << kPageBits) - 1)].load(std::memory_order_acquire) : nullptr;
-  }
+  SanSocket* Find(int fd) const { return index_.Find(fd); }
   // False if fd is out of range or already present.
-  bool Insert(SanSocket* socket);
+  bool Insert(SanSocket* socket) { return InsertAs(socket->fd, socket); }
+  // Publishes `socket` under another fd number too (dup); false as Insert.
+  bool InsertAs(int fd, SanSocket* socket) { return index_.Insert(fd, socket); }
   // Unpublishes and returns the socket for fd (nullptr if none).
-  SanSocket* Remove(int fd);
-  // Calls fn for every socket (under the table mutex: fn must not call back into the table).
+  SanSocket* Remove(int fd) { return index_.Remove(fd); }
+  // Some fd number under which `socket` is published, other than `except` (-1 if none).
+  int AnotherFdOf(const SanSocket* socket, int except);
+  // Calls fn once for every socket, however many numbers it has (under the table mutex: fn must
+  // not call back into the table).
   void ForEach(const std::function<void(SanSocket*)>& fn);
-  // pthread_atfork: the mutex is not held across fork.
-  void BeforeFork() { mu_.lock(); }
-  void AfterFork() { mu_.unlock(); }
+
+  // Sockets are deleted only under the exclusive lifetime lock; a shared pin keeps every socket
+  // found meanwhile alive.
+  std::shared_lock<std::shared_mutex> Pin() {
+    return std::shared_lock<std::shared_mutex>(lifetime_);
+  }
+  std::unique_lock<std::shared_mutex> LockLifetime() {
+    return std::unique_lock<std::shared_mutex>(lifetime_);
+  }
+
+  // pthread_atfork: no lock is held across fork.
+  void BeforeFork() {
+    lifetime_.lock();
+    index_.mutex().lock();
+  }
+  void AfterForkParent() {
+    index_.mutex().unlock();
+    lifetime_.unlock();
+  }
+  // The child's only thread has another TID than the one that write-locked lifetime_, and glibc's
+  // rwlock unlock tells a writer by its TID: unlocking would be taken as a reader's unlock and
+  // leave the lock held. A fresh lock is what the child needs anyway (no other thread exists).
+  void AfterForkChild() {
+    index_.mutex().unlock();
+    new (&lifetime_) std::shared_mutex();
+  }
 
  private:
-  struct Page {
-    std::atomic<SanSocket*> slots[1 << kPageBits] = {};
-  };
-  std::mutex mu_;
-  std::atomic<Page*> pages_[kPages] = {};
+  FdIndex<SanSocket> index_;
+  std::shared_mutex lifetime_;
 };
 
 }  // namespace san

@@ -1,12 +1,12 @@
 // san_upgrade(): moves an established kernel TCP connection onto a SAN channel, negotiated in band
 // by both ends (DESIGN.md "Connection establishment", point 4; messages in proto/upgrade_wire.h).
 //
-//   both:      Hello ->            <- Hello        same host and netns, both shm-capable? else ENOTSUP
-//   roles:     the end with the lower (address, port) listens, the other connects
-//   listener:  Offer{rendezvous} ->                (a private shm rendezvous on a random 127/8 key)
-//   connector:                     rendezvous connect with the TCP 4-tuple as request data
-//   listener:  checks the 4-tuple, accepts, sends WAKEUP
-//   both:      Result ->           <- Result       both 0: the socket is SAN from now on
+//   both:      Hello ->            <- Hello        same host and netns, both shm-capable? else
+//   ENOTSUP roles:     the end with the lower (address, port) listens, the other connects listener:
+//   Offer{rendezvous} ->                (a private shm rendezvous on a random 127/8 key) connector:
+//   rendezvous connect with the TCP 4-tuple as request data listener:  checks the 4-tuple, accepts,
+//   sends WAKEUP both:      Result ->           <- Result       both 0: the socket is SAN from now
+//   on
 //
 // Every read is bounded (kDeadlineMs); on any failure both ends end up with the fd still plain TCP
 // and the same bytes consumed, so the application can carry on over TCP.
@@ -107,7 +107,7 @@ uint64_t BootIdHash() {
 
 proto::UpgradeHello OwnHello(bool shm_usable) {
   proto::UpgradeHello h;
-  struct stat st{};
+  struct stat st {};
   if (shm_usable && stat("/proc/self/ns/net", &st) == 0) {
     h.flags = proto::UpgradeHello::kFlagShm;
     h.netns_dev = st.st_dev;
@@ -122,11 +122,11 @@ bool Lower(const sockaddr_storage& a, const sockaddr_storage& b) {
   const auto& x = reinterpret_cast<const sockaddr_in&>(a);
   const auto& y = reinterpret_cast<const sockaddr_in&>(b);
   if (a.ss_family != b.ss_family) return a.ss_family < b.ss_family;
-  const size_t off = a.ss_family == AF_INET ? offsetof(sockaddr_in, sin_addr)
-                                            : offsetof(sockaddr_in6, sin6_addr);
+  const size_t off =
+      a.ss_family == AF_INET ? offsetof(sockaddr_in, sin_addr) : offsetof(sockaddr_in6, sin6_addr);
   const size_t n = a.ss_family == AF_INET ? 4 : 16;
-  const int c = memcmp(reinterpret_cast<const char*>(&a) + off,
-                       reinterpret_cast<const char*>(&b) + off, n);
+  const int c =
+      memcmp(reinterpret_cast<const char*>(&a) + off, reinterpret_cast<const char*>(&b) + off, n);
   if (c != 0) return c < 0;
   return ntohs(x.sin_port) < ntohs(y.sin_port);  // same offset for sin6_port
 }
@@ -143,9 +143,8 @@ Result<std::unique_ptr<fabric::Listener>> ListenPrivately(fabric::Provider& prov
     where->sin_family = AF_INET;
     where->sin_addr.s_addr = htonl(0x7f000000u | ((r >> 8) & 0xffffffu));
     where->sin_port = htons(static_cast<uint16_t>(1024 + (r % 64512u)));
-    Result<std::unique_ptr<fabric::Listener>> l =
-        provider.Listen(reinterpret_cast<sockaddr*>(where), sizeof *where,
-                        proto::Stream::EndpointAttrFor(params));
+    Result<std::unique_ptr<fabric::Listener>> l = provider.Listen(
+        reinterpret_cast<sockaddr*>(where), sizeof *where, proto::Stream::EndpointAttrFor(params));
     if (l.ok() || l.status().code() != EADDRINUSE) return l;
     last = l.status();
   }
@@ -189,7 +188,8 @@ Result<std::unique_ptr<proto::Stream>> ServeChannel(int fd, fabric::Provider& pr
     if (now >= deadline_ns) return Status(ETIMEDOUT, "san_upgrade rendezvous");
     const int rc = kernel::poll(p, 2, static_cast<int>((deadline_ns - now) / 1000000) + 1);
     if (rc < 0 && errno != EINTR) return Status::FromErrno("poll");
-    if (rc > 0 && p[1].revents && !p[0].revents) return Status(ECONNABORTED, "san_upgrade: peer gave up");
+    if (rc > 0 && p[1].revents && !p[0].revents)
+      return Status(ECONNABORTED, "san_upgrade: peer gave up");
   }
 }
 
@@ -200,9 +200,8 @@ Result<std::unique_ptr<proto::Stream>> ConnectChannel(int fd, fabric::Provider& 
       RecvMsg<proto::UpgradeOffer, proto::DecodeUpgradeOffer>(fd, deadline_ns);
   if (!offer.ok()) return offer.status();
   if (offer->status != 0) return Status(offer->status, "san_upgrade: peer could not listen");
-  Result<std::unique_ptr<proto::Stream>> stream =
-      ConnectStream(provider, reinterpret_cast<const sockaddr*>(&offer->rendezvous),
-                    sizeof(sockaddr_in), own);
+  Result<std::unique_ptr<proto::Stream>> stream = ConnectStream(
+      provider, reinterpret_cast<const sockaddr*>(&offer->rendezvous), sizeof(sockaddr_in), own);
   if (!stream.ok()) return stream.status();
   if (Status st = stream.value()->Start(); !st.ok()) return st;
   return stream;
@@ -235,8 +234,8 @@ int Upgrade(int fd) {
   }
   const uint64_t deadline = NowNs() + uint64_t{kDeadlineMs} * 1000000;
   std::string why;
-  fabric::Provider* provider = rt.ProviderFor(reinterpret_cast<sockaddr*>(&peer.value()),
-                                              sizeof(sockaddr_storage), &why);
+  fabric::Provider* provider =
+      rt.ProviderFor(reinterpret_cast<sockaddr*>(&peer.value()), sizeof(sockaddr_storage), &why);
   const proto::UpgradeHello mine = OwnHello(provider != nullptr);
   Status st = SendMsg<proto::UpgradeHello, proto::EncodeUpgradeHello>(fd, mine, deadline);
   Result<proto::UpgradeHello> theirs =
@@ -250,8 +249,9 @@ int Upgrade(int fd) {
                     proto::SameHost(mine, theirs.value());
   if (!both) {
     if (s->mode.load() == SocketMode::kUnconnected) {
-      Settle(*s, nullptr, provider ? "san_upgrade: peer cannot use shm (not sanlib, or not local)"
-                                   : "san_upgrade: " + why);
+      Settle(*s, nullptr,
+             provider ? "san_upgrade: peer cannot use shm (not sanlib, or not local)"
+                      : "san_upgrade: " + why);
     }
     errno = ENOTSUP;
     return -1;
@@ -271,8 +271,9 @@ int Upgrade(int fd) {
   if (!stream.ok() || !peer_result.ok() || peer_result->status != 0) {
     if (stream.ok()) stream.value()->Abort();
     SAN_LOG_INFO("fd %d: san_upgrade failed: %s", fd,
-                 (!stream.ok() ? stream.status() : !peer_result.ok() ? peer_result.status()
-                                                                     : Status(peer_result->status, "peer"))
+                 (!stream.ok()        ? stream.status()
+                  : !peer_result.ok() ? peer_result.status()
+                                      : Status(peer_result->status, "peer"))
                      .ToString()
                      .c_str());
     errno = ENOTSUP;

@@ -1,20 +1,21 @@
 // Sleeping on SAN sockets: the armed-doorbell protocol (DESIGN.md "Progress and blocking"), shared
-// by the data path (one socket) and san_poll (any mix of SAN sockets and kernel fds).
+// by the data path (one socket), san_poll (any mix of SAN sockets and kernel fds) and compat's
+// epoll_wait (which sleeps in its own poll between ArmForSleep and FinishSleep).
 #include <sys/eventfd.h>
 
 #include <vector>
 
+#include "common/fd_placement.h"
 #include "common/log.h"
 #include "socket/kernel.h"
 #include "socket/socket_ops.h"
 
 namespace san {
-namespace {
 
-int WakeFd(SanSocket& s) {
+int WakeFdOf(SanSocket& s) {
   int fd = s.wake_fd.load(std::memory_order_acquire);
   if (fd >= 0) return fd;
-  int mine = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int mine = PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (mine < 0) return -1;
   if (!s.wake_fd.compare_exchange_strong(fd, mine)) {
     kernel::close(mine);
@@ -22,16 +23,6 @@ int WakeFd(SanSocket& s) {
   }
   return mine;
 }
-
-// The kernel fds that stand for one SAN socket while its thread sleeps.
-struct Watch {
-  SanSocket* socket;
-  int wake;         // this process's other threads (-1 if none could be made)
-  bool watch_tcp;   // the kernel socket underneath, for peer death
-  size_t first;     // index of its doorbell in the pollfd array
-};
-
-}  // namespace
 
 void WakeSleepers(SanSocket& s) {
   if (s.sleepers.load(std::memory_order_acquire) == 0) return;
@@ -43,7 +34,8 @@ KernelSide PeekKernelSide(int fd) {
   char byte;
   const ssize_t n = kernel::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n > 0) return KernelSide::kData;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return KernelSide::kQuiet;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    return KernelSide::kQuiet;
   return KernelSide::kGone;  // EOF or an error (reset)
 }
 
@@ -53,7 +45,8 @@ void CheckKernelSide(SanSocket& s) {
   // EOF, reset, or bytes on a connection whose data goes over SAN: stop watching the kernel side.
   s.tcp_gone.store(true);
   if (side == KernelSide::kData) {
-    SAN_LOG_WARN("fd %d: unexpected bytes on the kernel socket under a SAN connection", s.fd);
+    SAN_LOG_WARN("fd %d: unexpected bytes on the kernel socket under a SAN connection",
+                 s.fd.load());
     return;
   }
   // What the peer posted before it went is already in our buffers: take it in first. Only a peer
@@ -62,54 +55,70 @@ void CheckKernelSide(SanSocket& s) {
   if (!s.stream->GetReadiness().peer_closed) s.stream->Fail(ECONNRESET);
 }
 
-int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count, pollfd* kernel_fds,
-                   nfds_t kernel_count, int timeout_ms) {
-  std::vector<Watch> watches;
-  watches.reserve(count);
-  std::vector<pollfd> fds(kernel_fds, kernel_fds + kernel_count);
-  int result = 0;
-  size_t armed = 0;
+bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
+                 std::vector<pollfd>* fds, std::vector<SleepWatch>* watches) {
   // Arm every doorbell first, then re-check: anything arriving after the check rings one.
-  for (; armed < count; ++armed) {
+  for (size_t armed = 0; armed < count; ++armed) {
     SanSocket& s = *sockets[armed];
     s.sleepers.fetch_add(1, std::memory_order_acq_rel);
     if (!s.stream->endpoint().Arm() || SocketRevents(s, events[armed])) {
-      ++armed;
-      result = 1;
-      break;
-    }
-  }
-  if (result == 0) {
-    for (size_t i = 0; i < count; ++i) {
-      SanSocket& s = *sockets[i];
-      Watch w{&s, WakeFd(s), !s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed,
-              fds.size()};
-      fds.push_back(pollfd{s.stream->endpoint().notify_fd(), POLLIN, 0});
-      fds.push_back(pollfd{w.wake, POLLIN, 0});  // a negative fd is ignored by poll
-      fds.push_back(pollfd{w.watch_tcp ? s.fd : -1, POLLIN | POLLRDHUP, 0});
-      watches.push_back(w);
-    }
-    result = kernel::poll(fds.data(), fds.size(), timeout_ms);
-    if (result > 0) {
-      for (const Watch& w : watches) {
-        SanSocket& s = *w.socket;
-        if (fds[w.first].revents) {
-          s.stream->endpoint().ClearNotify();
-          // Another thread sleeping on the same doorbell may have missed it now.
-          if (w.wake >= 0 && s.sleepers.load(std::memory_order_acquire) > 1) {
-            eventfd_write(w.wake, 1);
-          }
-        }
-        if (fds[w.first + 1].revents) {
-          eventfd_t v;
-          eventfd_read(w.wake, &v);
-        }
-        if (fds[w.first + 2].revents) CheckKernelSide(s);
+      for (size_t i = 0; i <= armed; ++i) {
+        sockets[i]->sleepers.fetch_sub(1, std::memory_order_acq_rel);
       }
-      for (nfds_t i = 0; i < kernel_count; ++i) kernel_fds[i].revents = fds[i].revents;
+      return true;
     }
   }
-  for (size_t i = 0; i < armed; ++i) sockets[i]->sleepers.fetch_sub(1, std::memory_order_acq_rel);
+  watches->reserve(watches->size() + count);
+  for (size_t i = 0; i < count; ++i) {
+    SanSocket& s = *sockets[i];
+    const int fd = s.fd.load();
+    SleepWatch w{&s,
+                 s.id,
+                 fd,
+                 WakeFdOf(s),
+                 !s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed,
+                 fds->size()};
+    fds->push_back(pollfd{s.stream->endpoint().notify_fd(), POLLIN, 0});
+    fds->push_back(pollfd{w.wake, POLLIN, 0});  // a negative fd is ignored by poll
+    fds->push_back(pollfd{w.watch_tcp ? fd : -1, POLLIN | POLLRDHUP, 0});
+    watches->push_back(w);
+  }
+  return false;
+}
+
+void FinishSleep(const std::vector<SleepWatch>& watches, const std::vector<pollfd>& fds,
+                 const SocketTable* revalidate) {
+  for (const SleepWatch& w : watches) {
+    if (revalidate && (revalidate->Find(w.fd) != w.socket || w.socket->id != w.id)) continue;
+    SanSocket& s = *w.socket;
+    if (fds[w.first].revents) {
+      s.stream->endpoint().ClearNotify();
+      // Another thread sleeping on the same doorbell may have missed it now.
+      if (w.wake >= 0 && s.sleepers.load(std::memory_order_acquire) > 1) eventfd_write(w.wake, 1);
+    }
+    if (fds[w.first + 1].revents) {
+      eventfd_t v;
+      eventfd_read(w.wake, &v);
+    }
+    if (fds[w.first + 2].revents) CheckKernelSide(s);
+    s.sleepers.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count, pollfd* kernel_fds,
+                   nfds_t kernel_count, int timeout_ms, const sigset_t* sigmask) {
+  std::vector<pollfd> fds(kernel_fds, kernel_fds + kernel_count);
+  std::vector<SleepWatch> watches;
+  if (ArmForSleep(sockets, events, count, &fds, &watches)) return 1;
+  const int result = kernel::ppoll(fds.data(), fds.size(), timeout_ms, sigmask);
+  const int err = errno;
+  if (result > 0) {
+    for (nfds_t i = 0; i < kernel_count; ++i) kernel_fds[i].revents = fds[i].revents;
+  } else {
+    for (pollfd& p : fds) p.revents = 0;  // a failed or timed-out poll leaves them undefined
+  }
+  FinishSleep(watches, fds, nullptr);
+  errno = err;
   return result;
 }
 

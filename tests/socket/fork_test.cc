@@ -497,6 +497,28 @@ TEST(SocketFork, ChildClosesSocketAfterParentsCloseThreadRan) {
   san_close(lfd);
 }
 
+// The first close in a fork child must not wait for the socket table's lifetime lock, which the
+// parent's fork handler held across fork (a glibc rwlock cannot be unlocked by the child's thread,
+// whose TID differs from the locker's: the child used to hang here forever).
+TEST(SocketFork, ChildClosesInheritedSocketsAtOnce) {
+  Watchdog dog(30);
+  uint16_t port = 0;
+  const int lfd = SanListener(&port);
+  ASSERT_GE(lfd, 0);
+  const int fd = SanConnect(port);
+  ASSERT_GE(fd, 0);
+  const int c = san_accept(lfd, nullptr, nullptr);
+  ASSERT_GE(c, 0);
+  Child child([&]() -> int {
+    if (san_close(lfd) != 0 || san_close(c) != 0) return kSendFailed;
+    ChildExit(0);
+  });
+  EXPECT_EQ(child.WaitCode(5000), 0) << "the child hung in close()";
+  EXPECT_EQ(san_close(c), 0);
+  EXPECT_EQ(san_close(fd), 0);
+  EXPECT_EQ(san_close(lfd), 0);
+}
+
 // A client that connects, sends, closes and exits before the server gets round to accept(): as
 // with kernel TCP, accept() still returns the connection and it reads the data, then EOF.
 TEST(SocketFork, ClientThatFinishedBeforeAcceptIsDelivered) {

@@ -491,6 +491,23 @@ SEMANTICS_CASE(EofAfterPeerShutdownWrite) {
   EXPECT_EQ(RecvExactly(api, p.server, 5), "reply");
 }
 
+// Flags a stream socket has no use for are ignored by TCP (libmemcached and sockperf pass
+// MSG_NOSIGNAL to recv); MSG_ERRQUEUE finds an empty error queue; MSG_OOB finds no urgent data.
+SEMANTICS_CASE(RecvAndSendFlagsTcpIgnores) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(MakePair(api, &p));
+  t.Note("send MSG_NOSIGNAL|MSG_CONFIRM -> " +
+         Outcome(api.Send(p.client, "flags", 5, MSG_NOSIGNAL | MSG_CONFIRM)));
+  EXPECT_EQ(RecvExactly(api, p.server, 0), "");
+  char buf[8];
+  ASSERT_NE(PollOne(api, p.server, POLLIN) & POLLIN, 0);
+  t.Note("recv MSG_NOSIGNAL -> " + Outcome(api.Recv(p.server, buf, 2, MSG_NOSIGNAL)));
+  t.Note("recv MSG_CMSG_CLOEXEC -> " + Outcome(api.Recv(p.server, buf, 1, MSG_CMSG_CLOEXEC)));
+  t.Note("recv MSG_ERRQUEUE -> " + Outcome(api.Recv(p.server, buf, sizeof buf, MSG_ERRQUEUE)));
+  t.Note("recv MSG_OOB -> " + Outcome(api.Recv(p.server, buf, sizeof buf, MSG_OOB)));
+  EXPECT_EQ(RecvExactly(api, p.server, 2), "gs");
+}
+
 // Our shutdown(SHUT_WR): sending fails with EPIPE, with SIGPIPE unless MSG_NOSIGNAL; the peer sees
 // EOF; the other direction still works.
 SEMANTICS_CASE(HalfClose) {

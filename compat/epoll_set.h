@@ -1,0 +1,83 @@
+// EpollSet: epoll over SAN sockets mixed with kernel fds, for one epoll instance.
+//
+// The application's epoll fd is a real kernel epoll instance: kernel fds are registered in it
+// unchanged (their events come from the kernel, with the application's data). A SAN socket's
+// readiness lives in user space (proto::Stream), so its registration is kept here instead:
+// epoll_wait computes its events from SAN state (level- or edge-triggered, EPOLLONESHOT), merges
+// the kernel's, and when nothing is ready spins, then arms every member's doorbell, re-checks, and
+// sleeps in one poll() over the epoll fd itself plus each member's doorbell, wake-up eventfd and
+// kernel socket (peer death). Nothing arriving between "checked empty" and "asleep" is missed: the
+// doorbell is armed before the last check.
+//
+// A socket not yet connected when registered (socket(), epoll_ctl(ADD), then a nonblocking
+// connect(), as event loops do) is registered with the kernel as well and marked pending; once it
+// turns out to be a SAN connection its kernel registration is removed and its events come from
+// here; if it falls back to TCP it simply stays a kernel registration.
+//
+// Edge-triggered members report when their ready mask changes or a packet arrived since the last
+// report (the kernel also re-reports on every new segment); never less often than the kernel.
+// Members whose fd was closed are dropped lazily (they are matched by fd and socket id).
+//
+// Thread-safety: all methods are thread-safe; several threads may wait on one set. A set is used
+// only under the registry's shared lock (never across a sleep), so closing the epoll fd frees it
+// safely; sockets are touched only under the socket table's lifetime pin (socket_table.h).
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "socket/san_socket.h"
+
+namespace san::compat {
+
+class EpollSet {
+ public:
+  // epoll_ctl for a SAN socket `s` (fd) on epoll fd `epfd`. Returns what epoll_ctl returns.
+  static int Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event);
+  // fd is not a SAN socket (any more): drops a stale member of epfd's set for it, if any.
+  static void DropFd(int epfd, int fd);
+  // True if epoll_wait on epfd needs this layer (the set has members); false: a plain epoll.
+  static bool Involved(int epfd);
+  // epoll_pwait on epfd (sigmask may be null).
+  static int Wait(int epfd, epoll_event* events, int max_events, int timeout_ms,
+                  const sigset_t* sigmask);
+  // The epoll fd was closed (or replaced by dup2): forget its set. A thread still waiting on it
+  // gets EBADF when it wakes.
+  static void Forget(int epfd);
+
+ private:
+  struct Member {
+    int fd;
+    SanSocket* socket;
+    uint64_t socket_id;
+    uint32_t events;  // as registered (EPOLLIN, EPOLLET, EPOLLONESHOT, ...)
+    epoll_data_t data;
+    bool pending;           // not connected when registered: the kernel holds a registration too
+    bool disabled;          // EPOLLONESHOT fired; re-enabled by EPOLL_CTL_MOD
+    bool reported;          // edge-triggered: has reported since (re)registration
+    uint32_t last_mask;     // edge-triggered: mask when last looked at
+    uint64_t last_packets;  // edge-triggered: packets received at the last report
+  };
+
+  // The set for epfd, made if `create`; call with the registry's lifetime lock held (shared).
+  static EpollSet* Find(int epfd, bool create);
+  int ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event* event);
+  void DropFdLocked(int fd);
+  // Drops members whose socket is gone and settles pending ones (mu_ and the pin held).
+  void RefreshLocked(int epfd);
+  // Appends SAN members' events (up to max) to events; returns how many (mu_ and the pin held).
+  int CollectLocked(epoll_event* events, int max);
+  Member* FindLocked(int fd);
+
+  std::mutex mu_;
+  std::atomic<size_t> size_{0};  // members_.size(), for the lock-free Involved()
+  std::vector<Member> members_;
+  size_t next_ = 0;  // where the next scan starts (fairness among ready members)
+};
+
+}  // namespace san::compat

@@ -1,0 +1,39 @@
+// Interposed epoll calls. epoll_create/epoll_create1 are libc's (the instance is a real kernel
+// epoll); epoll_ctl on a SAN connection and epoll_wait/epoll_pwait on a set holding one go through
+// EpollSet (epoll_set.h); everything else is libc's unchanged.
+#include <errno.h>
+
+#include "compat/epoll_set.h"
+#include "compat/managed.h"
+#include "compat/real_calls.h"
+
+using san::compat::EpollSet;
+using san::compat::Managed;
+using san::compat::Real;
+
+extern "C" {
+
+int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
+  san::SanSocket* s = Managed(fd);
+  if (!s || s->listening.load() || s->mode.load() == san::SocketMode::kTcp) {
+    // A SAN socket closed since and its number reused: its old registration went with it.
+    if (EpollSet::Involved(epfd)) EpollSet::DropFd(epfd, fd);
+    return Real().epoll_ctl(epfd, op, fd, event);
+  }
+  return EpollSet::Control(epfd, op, fd, *s, event);
+}
+
+int epoll_wait(int epfd, epoll_event* events, int max_events, int timeout_ms) {
+  if (!EpollSet::Involved(epfd)) return Real().epoll_wait(epfd, events, max_events, timeout_ms);
+  return EpollSet::Wait(epfd, events, max_events, timeout_ms, nullptr);
+}
+
+int epoll_pwait(int epfd, epoll_event* events, int max_events, int timeout_ms,
+                const sigset_t* sigmask) {
+  if (!EpollSet::Involved(epfd)) {
+    return Real().epoll_pwait(epfd, events, max_events, timeout_ms, sigmask);
+  }
+  return EpollSet::Wait(epfd, events, max_events, timeout_ms, sigmask);
+}
+
+}  // extern "C"

@@ -1,0 +1,179 @@
+// Interposed data calls: read/write and their vector forms, send/recv/sendto/recvfrom/sendmsg/
+// recvmsg, the _FORTIFY_SOURCE variants (__read_chk, __recv_chk, __recvfrom_chk: Debian builds
+// programs with them), and sendfile. On a managed socket they go through sanlib's data path (which
+// itself hands TCP-fallback sockets to the kernel); on any other fd straight to libc.
+#include <errno.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "compat/managed.h"
+#include "compat/real_calls.h"
+#include "socket/socket_ops.h"
+
+using san::compat::Managed;
+using san::compat::ManagedShm;
+using san::compat::Real;
+
+extern "C" [[noreturn]] void __chk_fail(void);
+
+namespace {
+
+ssize_t SendOne(int fd, const void* buf, size_t len, int flags) {
+  iovec iov{const_cast<void*>(buf), len};
+  return san::SendIov(fd, &iov, 1, flags);
+}
+
+ssize_t RecvOne(int fd, void* buf, size_t len, int flags) {
+  iovec iov{buf, len};
+  return san::RecvIov(fd, &iov, 1, flags);
+}
+
+// sendfile() to a SAN socket: the file is read with pread at an explicit position, so a partial
+// send (nonblocking, or interrupted) leaves the position just past what was sent, as the kernel's
+// does. Files that cannot pread (pipes, sockets) get EINVAL, as from older kernels.
+ssize_t SendFileToSan(int out_fd, int in_fd, off_t* offset, size_t count) {
+  off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
+  if (pos < 0) {
+    if (errno == ESPIPE) errno = EINVAL;
+    return -1;
+  }
+  constexpr size_t kChunk = 64 * 1024;
+  static thread_local char* buffer = nullptr;
+  if (!buffer) buffer = new char[kChunk];
+  size_t sent = 0;
+  int error = 0;
+  while (sent < count) {
+    const ssize_t got =
+        pread(in_fd, buffer, std::min(kChunk, count - sent), pos + static_cast<off_t>(sent));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      error = errno;
+      break;
+    }
+    if (got == 0) break;  // end of file
+    size_t done = 0;
+    while (done < static_cast<size_t>(got)) {
+      const ssize_t n = SendOne(out_fd, buffer + done, static_cast<size_t>(got) - done, 0);
+      if (n < 0) {
+        error = errno;
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+    sent += done;
+    if (error) break;
+  }
+  if (offset) {
+    *offset = pos + static_cast<off_t>(sent);
+  } else {
+    lseek(in_fd, pos + static_cast<off_t>(sent), SEEK_SET);
+  }
+  if (sent == 0 && error) {
+    errno = error;
+    return -1;
+  }
+  return static_cast<ssize_t>(sent);
+}
+
+}  // namespace
+
+extern "C" {
+
+ssize_t read(int fd, void* buf, size_t len) {
+  if (!ManagedShm(fd)) return Real().read(fd, buf, len);
+  return RecvOne(fd, buf, len, 0);
+}
+
+ssize_t __read_chk(int fd, void* buf, size_t len, size_t buflen) {
+  if (!ManagedShm(fd)) return Real().read_chk(fd, buf, len, buflen);
+  if (len > buflen) __chk_fail();
+  return RecvOne(fd, buf, len, 0);
+}
+
+ssize_t write(int fd, const void* buf, size_t len) {
+  if (!ManagedShm(fd)) return Real().write(fd, buf, len);
+  return SendOne(fd, buf, len, 0);
+}
+
+ssize_t readv(int fd, const iovec* iov, int iovcnt) {
+  if (!ManagedShm(fd)) return Real().readv(fd, iov, iovcnt);
+  return san::RecvIov(fd, iov, iovcnt, 0);
+}
+
+ssize_t writev(int fd, const iovec* iov, int iovcnt) {
+  if (!ManagedShm(fd)) return Real().writev(fd, iov, iovcnt);
+  return san::SendIov(fd, iov, iovcnt, 0);
+}
+
+ssize_t send(int fd, const void* buf, size_t len, int flags) {
+  if (!ManagedShm(fd)) return Real().send(fd, buf, len, flags);
+  return SendOne(fd, buf, len, flags);
+}
+
+ssize_t recv(int fd, void* buf, size_t len, int flags) {
+  if (!ManagedShm(fd)) return Real().recv(fd, buf, len, flags);
+  return RecvOne(fd, buf, len, flags);
+}
+
+ssize_t __recv_chk(int fd, void* buf, size_t len, size_t buflen, int flags) {
+  if (!ManagedShm(fd)) return Real().recv_chk(fd, buf, len, buflen, flags);
+  if (len > buflen) __chk_fail();
+  return RecvOne(fd, buf, len, flags);
+}
+
+// A connected stream socket ignores sendto's address (as TCP does) and reports no source address.
+ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* addr,
+               socklen_t addr_len) {
+  if (!ManagedShm(fd)) return Real().sendto(fd, buf, len, flags, addr, addr_len);
+  return SendOne(fd, buf, len, flags);
+}
+
+ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* addr, socklen_t* addr_len) {
+  if (!ManagedShm(fd)) return Real().recvfrom(fd, buf, len, flags, addr, addr_len);
+  const ssize_t n = RecvOne(fd, buf, len, flags);
+  if (n >= 0 && addr && addr_len) *addr_len = 0;
+  return n;
+}
+
+ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buflen, int flags, sockaddr* addr,
+                       socklen_t* addr_len) {
+  if (!ManagedShm(fd)) return Real().recvfrom_chk(fd, buf, len, buflen, flags, addr, addr_len);
+  if (len > buflen) __chk_fail();
+  return recvfrom(fd, buf, len, flags, addr, addr_len);
+}
+
+// Ancillary data has no meaning on a SAN connection (TCP carries none an application can send
+// portably): refused with EINVAL rather than dropped silently.
+ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
+  if (!ManagedShm(fd)) return Real().sendmsg(fd, msg, flags);
+  if (msg->msg_controllen > 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  return san::SendIov(fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+}
+
+ssize_t recvmsg(int fd, msghdr* msg, int flags) {
+  if (!ManagedShm(fd)) return Real().recvmsg(fd, msg, flags);
+  const ssize_t n = san::RecvIov(fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+  if (n >= 0) {
+    msg->msg_namelen = 0;
+    msg->msg_controllen = 0;
+    msg->msg_flags = 0;
+  }
+  return n;
+}
+
+ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
+  if (!ManagedShm(out_fd)) return Real().sendfile(out_fd, in_fd, offset, count);
+  return SendFileToSan(out_fd, in_fd, offset, count);
+}
+
+// On 64-bit Linux off_t is 64 bits: sendfile64 is the same call under the large-file name.
+ssize_t sendfile64(int out_fd, int in_fd, off_t* offset, size_t count) {
+  return sendfile(out_fd, in_fd, offset, count);
+}
+
+}  // extern "C"

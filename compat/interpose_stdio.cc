@@ -1,0 +1,78 @@
+// Interposed fdopen(): a FILE on a SAN connection whose reads and writes go through sanlib.
+//
+// glibc's stdio calls the kernel through its own internal entry points, which no interposition
+// reaches; so a FILE over a SAN socket is a fopencookie() stream whose functions call the SAN data
+// path (SOVIA Figure 3: fprintf(fdopen(s, "w"), ...) must work). fclose() closes the socket, as it
+// closes the fd of an ordinary FILE. Known difference: fileno() on such a FILE returns -1 (glibc
+// keeps no fd for cookie streams). Other fds get libc's fdopen unchanged.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "compat/managed.h"
+#include "compat/real_calls.h"
+#include "socket/socket_ops.h"
+
+using san::compat::ManagedShm;
+using san::compat::Real;
+
+namespace {
+
+int FdOf(void* cookie) { return static_cast<int>(reinterpret_cast<intptr_t>(cookie)); }
+
+ssize_t CookieRead(void* cookie, char* buf, size_t len) {
+  iovec iov{buf, len};
+  return san::RecvIov(FdOf(cookie), &iov, 1, 0);  // -1 sets the FILE's error flag
+}
+
+// stdio expects everything written (or an error): send until done.
+ssize_t CookieWrite(void* cookie, const char* buf, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    iovec iov{const_cast<char*>(buf) + done, len - done};
+    const ssize_t n = san::SendIov(FdOf(cookie), &iov, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return done > 0 ? static_cast<ssize_t>(done) : -1;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+int CookieSeek(void*, off64_t*, int) {
+  errno = ESPIPE;  // a socket, as lseek() on it says
+  return -1;
+}
+
+int CookieClose(void* cookie) { return san::Close(FdOf(cookie)); }
+
+// fdopen's check that the mode fits how the fd was opened (EINVAL otherwise).
+bool ModeFits(int fd, const char* mode) {
+  const int flags = Real().fcntl(fd, F_GETFL);
+  if (flags < 0) return false;
+  const int access = flags & O_ACCMODE;
+  const bool wants_read = mode[0] == 'r' || strchr(mode, '+');
+  const bool wants_write = mode[0] == 'w' || mode[0] == 'a' || strchr(mode, '+');
+  return (!wants_read || access != O_WRONLY) && (!wants_write || access != O_RDONLY);
+}
+
+}  // namespace
+
+extern "C" FILE* fdopen(int fd, const char* mode) {
+  if (!ManagedShm(fd) || !mode) return Real().fdopen(fd, mode);
+  if (!strchr("rwa", mode[0])) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (Real().fcntl(fd, F_GETFD) < 0) return nullptr;  // EBADF
+  if (!ModeFits(fd, mode)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const cookie_io_functions_t io{CookieRead, CookieWrite, CookieSeek, CookieClose};
+  return fopencookie(reinterpret_cast<void*>(static_cast<intptr_t>(fd)), mode, io);
+}

@@ -1,0 +1,56 @@
+#include "compat/policy.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "common/config.h"
+#include "san/san.h"
+
+namespace san::compat {
+
+const Policy& Policy::Get() {
+  static const Policy policy;
+  return policy;
+}
+
+Policy::Policy() {
+  const Config& config = Config::Get();
+  off_ = config.provider == ProviderChoice::kOff;
+  std::string error;
+  bool ok = Rules::Parse(config.rules, "SAN_RULES", &rules_, &error);
+  if (ok && !config.rules_file.empty()) {
+    std::ifstream in(config.rules_file);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    Rules from_file;
+    if (!in.is_open() || in.bad()) {
+      error = "SAN_RULES_FILE " + config.rules_file + ": cannot be read";
+      ok = false;
+    } else if ((ok = Rules::Parse(text, config.rules_file, &from_file, &error))) {
+      rules_.Append(from_file);
+    }
+  }
+  if (!ok) {
+    fprintf(stderr, "sanlib: %s; all sockets stay plain kernel sockets\n", error.c_str());
+    off_ = true;
+  }
+}
+
+bool Policy::AdmitSocket(int domain, int type, int protocol) const {
+  if (off_) return false;
+  const int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (domain != AF_INET && domain != AF_INET6) return false;
+  if (base != SOCK_STREAM && base != SOCK_SAN) return false;
+  if (protocol != 0 && protocol != IPPROTO_TCP) return false;
+  return rules_.Evaluate(RuleSubject{program_invocation_short_name, nullptr, 0}) == Verdict::kAllow;
+}
+
+bool Policy::AdmitAddress(const sockaddr* addr, socklen_t len) const {
+  if (off_ || !addr) return !off_;
+  return rules_.Evaluate(RuleSubject{program_invocation_short_name, addr, len}) == Verdict::kAllow;
+}
+
+}  // namespace san::compat

@@ -1,0 +1,79 @@
+#include "compat/real_calls.h"
+
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace san::compat {
+namespace {
+
+// Not through stdio or the log: they may call back into what is being resolved.
+[[noreturn]] void Missing(const char* name) {
+  const char prefix[] = "sanlib: libc has no ";
+  ::syscall(SYS_write, 2, prefix, sizeof prefix - 1);
+  ::syscall(SYS_write, 2, name, strlen(name));
+  ::syscall(SYS_write, 2, "\n", 1);
+  abort();
+}
+
+template <typename F>
+void Resolve(F*& slot, const char* name, bool required = true) {
+  slot = reinterpret_cast<F*>(dlsym(RTLD_NEXT, name));
+  if (!slot && required) Missing(name);
+}
+
+RealCalls Load() {
+  RealCalls r{};
+  Resolve(r.socket, "socket");
+  Resolve(r.listen, "listen");
+  Resolve(r.accept, "accept");
+  Resolve(r.accept4, "accept4");
+  Resolve(r.connect, "connect");
+  Resolve(r.shutdown, "shutdown");
+  Resolve(r.close, "close");
+  Resolve(r.getsockopt, "getsockopt");
+  Resolve(r.setsockopt, "setsockopt");
+  Resolve(r.read, "read");
+  Resolve(r.write, "write");
+  Resolve(r.readv, "readv");
+  Resolve(r.writev, "writev");
+  Resolve(r.send, "send");
+  Resolve(r.recv, "recv");
+  Resolve(r.sendto, "sendto");
+  Resolve(r.recvfrom, "recvfrom");
+  Resolve(r.sendmsg, "sendmsg");
+  Resolve(r.recvmsg, "recvmsg");
+  Resolve(r.sendfile, "sendfile");
+  Resolve(r.read_chk, "__read_chk");
+  Resolve(r.recv_chk, "__recv_chk");
+  Resolve(r.recvfrom_chk, "__recvfrom_chk");
+  Resolve(r.dup, "dup");
+  Resolve(r.dup2, "dup2");
+  Resolve(r.dup3, "dup3");
+  Resolve(r.fcntl, "fcntl");
+  Resolve(r.fcntl64, "fcntl64", false);
+  Resolve(r.ioctl, "ioctl");
+  Resolve(r.poll, "poll");
+  Resolve(r.ppoll, "ppoll");
+  Resolve(r.select, "select");
+  Resolve(r.pselect, "pselect");
+  Resolve(r.epoll_create, "epoll_create");
+  Resolve(r.epoll_create1, "epoll_create1");
+  Resolve(r.epoll_ctl, "epoll_ctl");
+  Resolve(r.epoll_wait, "epoll_wait");
+  Resolve(r.epoll_pwait, "epoll_pwait");
+  Resolve(r.fdopen, "fdopen");
+  return r;
+}
+
+}  // namespace
+
+const RealCalls& Real() {
+  static const RealCalls table = Load();
+  return table;
+}
+
+}  // namespace san::compat

@@ -1,0 +1,70 @@
+// RealCalls: the libc functions the compatibility layer stands in front of, resolved once.
+//
+// Every interposed call that is not for a SAN socket goes straight to the function found here
+// (dlsym(RTLD_NEXT): the next definition after ours, normally libc's), so other fds see no change
+// in behaviour. The table is filled on first use, thread-safely, and never changes afterwards.
+// sanlib's own kernel calls do not come through here: they are raw system calls (socket/kernel.h).
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+namespace san::compat {
+
+struct RealCalls {
+  int (*socket)(int, int, int);
+  int (*listen)(int, int);
+  int (*accept)(int, sockaddr*, socklen_t*);
+  int (*accept4)(int, sockaddr*, socklen_t*, int);
+  int (*connect)(int, const sockaddr*, socklen_t);
+  int (*shutdown)(int, int);
+  int (*close)(int);
+  int (*getsockopt)(int, int, int, void*, socklen_t*);
+  int (*setsockopt)(int, int, int, const void*, socklen_t);
+
+  ssize_t (*read)(int, void*, size_t);
+  ssize_t (*write)(int, const void*, size_t);
+  ssize_t (*readv)(int, const iovec*, int);
+  ssize_t (*writev)(int, const iovec*, int);
+  ssize_t (*send)(int, const void*, size_t, int);
+  ssize_t (*recv)(int, void*, size_t, int);
+  ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
+  ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
+  ssize_t (*sendmsg)(int, const msghdr*, int);
+  ssize_t (*recvmsg)(int, msghdr*, int);
+  ssize_t (*sendfile)(int, int, off_t*, size_t);
+  ssize_t (*read_chk)(int, void*, size_t, size_t);
+  ssize_t (*recv_chk)(int, void*, size_t, size_t, int);
+  ssize_t (*recvfrom_chk)(int, void*, size_t, size_t, int, sockaddr*, socklen_t*);
+
+  int (*dup)(int);
+  int (*dup2)(int, int);
+  int (*dup3)(int, int, int);
+  int (*fcntl)(int, int, ...);
+  int (*fcntl64)(int, int, ...);  // may be null (older libc)
+  int (*ioctl)(int, unsigned long, ...);
+
+  int (*poll)(pollfd*, nfds_t, int);
+  int (*ppoll)(pollfd*, nfds_t, const timespec*, const sigset_t*);
+  int (*select)(int, fd_set*, fd_set*, fd_set*, timeval*);
+  int (*pselect)(int, fd_set*, fd_set*, fd_set*, const timespec*, const sigset_t*);
+
+  int (*epoll_create)(int);
+  int (*epoll_create1)(int);
+  int (*epoll_ctl)(int, int, int, epoll_event*);
+  int (*epoll_wait)(int, epoll_event*, int, int);
+  int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
+
+  FILE* (*fdopen)(int, const char*);
+};
+
+// The table (resolved on first call; aborts with a message if libc lacks a required function).
+const RealCalls& Real();
+
+}  // namespace san::compat

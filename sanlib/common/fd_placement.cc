@@ -1,0 +1,38 @@
+#include "common/fd_placement.h"
+
+#include "common/unique_fd.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace san {
+namespace {
+
+int HighBase() {
+  static const int base = [] {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY ||
+        limit.rlim_cur < 1024) {
+      return -1;
+    }
+    const rlim_t cur = limit.rlim_cur > (1u << 20) ? (1u << 20) : limit.rlim_cur;
+    return static_cast<int>(cur - cur / 4);
+  }();
+  return base;
+}
+
+}  // namespace
+
+int PlaceHigh(int fd) {
+  const int base = HighBase();
+  if (fd < 0 || base < 0 || fd >= base) return fd;
+  // A raw fcntl: under the compatibility layer fcntl is interposed.
+  const int moved = static_cast<int>(::syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, base));
+  if (moved < 0) return fd;  // no room up there: keep the low one
+  KernelClose(fd);
+  return moved;
+}
+
+}  // namespace san

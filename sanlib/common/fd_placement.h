@@ -1,0 +1,17 @@
+// PlaceHigh: moves one of sanlib's own fds to the top of the fd space, out of the application's
+// way.
+//
+// A SAN connection holds several fds of its own (segment, doorbells, fork holders...). Taken from
+// the lowest free numbers they would sit between the application's sockets, and programs that size
+// their tables by their own connection count (redis's and wrk's event loops: a few slots per
+// connection) would meet socket numbers they cannot handle. So sanlib's long-lived fds are moved to
+// the top quarter of RLIMIT_NOFILE (read once); an fd that cannot move (no room, or a limit below
+// 1024) stays where it is. The result is close-on-exec.
+// Thread-safety: thread-safe. Ownership: takes `fd`, returns the fd to own instead.
+#pragma once
+
+namespace san {
+
+int PlaceHigh(int fd);
+
+}  // namespace san
