@@ -1,0 +1,291 @@
+#include "client.h"
+
+#include <netdb.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace san::ftp {
+namespace {
+
+constexpr size_t kChunk = 256 * 1024;
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+HostPort WithPort(HostPort hp, uint16_t port) {
+  if (hp.family() == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&hp.addr)->sin_port = htons(port);
+  } else {
+    reinterpret_cast<sockaddr_in6*>(&hp.addr)->sin6_port = htons(port);
+  }
+  return hp;
+}
+
+}  // namespace
+
+Status FtpClient::Open(const std::string& host, uint16_t port) {
+  Close();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || !res) {
+    return Status(EHOSTUNREACH, "getaddrinfo");
+  }
+  Status last(ECONNREFUSED, "connect");
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    Result<Socket> s = Socket::Connect(MakeHostPort(ai->ai_addr, ai->ai_addrlen), options_.timeout_ms);
+    if (s.ok()) {
+      control_ = std::move(s.value());
+      break;
+    }
+    last = s.status();
+  }
+  freeaddrinfo(res);
+  if (!control_.valid()) return last;
+  reader_.emplace(control_, 64 * 1024);
+  Result<Reply> greeting = ReadReply();
+  if (!greeting.ok()) return greeting.status();
+  greeting_ = greeting.value();
+  if (greeting->code != 220) return Status(ECONNREFUSED, "server refused the session");
+  if (options_.san_upgrade && !control_.Accelerated()) {
+    Result<Reply> feat = Command("FEAT");
+    if (feat.ok() && feat->code == 211 && feat->text.find("AUTH SAN") != std::string::npos) {
+      Result<Reply> auth = Command("AUTH SAN");
+      if (auth.ok() && auth->code == 234) {
+        const Status up = control_.Upgrade();
+        if (options_.verbose) {
+          fprintf(stderr, "--- control connection: %s\n",
+                  up.ok() ? control_.Mode().c_str() : up.ToString().c_str());
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void FtpClient::Close() {
+  reader_.reset();
+  control_.Close();
+}
+
+Status FtpClient::SendLine(const std::string& line) {
+  if (options_.verbose) {
+    fprintf(stderr, "---> %s\n", line.rfind("PASS ", 0) == 0 ? "PASS XXXX" : line.c_str());
+  }
+  std::string wire = line;
+  wire.append("\r\n");
+  return control_.SendAll(wire, options_.timeout_ms);
+}
+
+Result<Reply> FtpClient::ReadReply() {
+  if (!reader_) return Status(ENOTCONN, "not connected");
+  ReplyAssembler assembler;
+  std::string line;
+  while (true) {
+    const LineReader::Outcome got = reader_->Next(options_.timeout_ms, &line);
+    if (got == LineReader::Outcome::kTimeout) return Status(ETIMEDOUT, "reply");
+    if (got != LineReader::Outcome::kLine) {
+      Close();
+      return Status(ECONNRESET, "control connection closed");
+    }
+    if (options_.verbose) fprintf(stderr, "%s\n", line.c_str());
+    const ReplyAssembler::Result r = assembler.Feed(line);
+    if (r == ReplyAssembler::Result::kBad) return Status(EPROTO, "malformed reply");
+    if (r == ReplyAssembler::Result::kDone) {
+      last_ = assembler.reply();
+      if (last_.code == 421) Close();  // the server is closing the control connection
+      return last_;
+    }
+  }
+}
+
+Result<Reply> FtpClient::Command(const std::string& line) {
+  if (!control_.valid()) return Status(ENOTCONN, "not connected");
+  const Status st = SendLine(line);
+  if (!st.ok()) return st;
+  return ReadReply();
+}
+
+Status FtpClient::Login(const std::string& user, const std::string& password) {
+  Result<Reply> r = Command("USER " + user);
+  if (!r.ok()) return r.status();
+  if (r->code == 331 || r->code == 332) r = Command("PASS " + password);
+  if (!r.ok()) return r.status();
+  if (r->code != 230 && r->code != 202) return Status(EACCES, "login");
+  return Status::Ok();
+}
+
+Status FtpClient::SetBinary(bool binary) {
+  Result<Reply> r = Command(binary ? "TYPE I" : "TYPE A");
+  if (!r.ok()) return r.status();
+  return r->code == 200 ? Status::Ok() : Status(EPROTO, "TYPE");
+}
+
+Result<Socket> FtpClient::StartTransfer(const std::string& command) {
+  const HostPort server = control_.PeerAddress();
+  Socket data;
+  Socket listener;
+  if (options_.passive) {
+    std::optional<HostPort> where;
+    if (!epsv_failed_) {
+      Result<Reply> r = Command("EPSV");
+      if (!r.ok()) return r.status();
+      if (r->code == 229) {
+        if (auto port = ParseEpsvReply(r->text)) where = WithPort(server, *port);
+      } else {
+        epsv_failed_ = true;
+      }
+    }
+    if (!where) {
+      Result<Reply> r = Command("PASV");
+      if (!r.ok()) return r.status();
+      std::optional<HostPort> pasv = r->code == 227 ? ParsePasvReply(r->text) : std::nullopt;
+      if (!pasv) return Status(EPROTO, "PASV refused");
+      // The address in 227 may be a private or wrong one (NAT): use the control peer's, as curl
+      // and lftp do, with the offered port.
+      where = WithPort(server, pasv->port());
+    }
+    Result<Socket> s = Socket::Connect(*where, options_.timeout_ms);
+    if (!s.ok()) return s.status();
+    data = std::move(s.value());
+  } else {
+    Result<Socket> l = Socket::Listen(WithPort(control_.LocalAddress(), 0), 1);
+    if (!l.ok()) return l.status();
+    listener = std::move(l.value());
+    const HostPort me = listener.LocalAddress();
+    bool sent = false;
+    if (!eprt_failed_) {
+      Result<Reply> r = Command("EPRT " + FormatEprtArg(me));
+      if (!r.ok()) return r.status();
+      if (r->code == 200) {
+        sent = true;
+      } else {
+        eprt_failed_ = true;
+      }
+    }
+    if (!sent) {
+      if (me.family() != AF_INET) return Status(EAFNOSUPPORT, "PORT needs IPv4");
+      Result<Reply> r = Command("PORT " + FormatPortArg(me));
+      if (!r.ok()) return r.status();
+      if (r->code != 200) return Status(EPROTO, "PORT refused");
+    }
+  }
+  Result<Reply> r = Command(command);
+  if (!r.ok()) return r.status();
+  if (!r->positive_preliminary()) return Status(EPROTO, "transfer refused");
+  if (!options_.passive) {
+    Result<Socket> s = listener.Accept(options_.timeout_ms);
+    if (!s.ok()) return s.status();
+    data = std::move(s.value());
+  }
+  return data;
+}
+
+Result<TransferStats> FtpClient::FinishTransfer(Socket data, TransferStats stats, bool ok) {
+  stats.data_path = data.Mode();
+  data.Close();
+  Result<Reply> r = ReadReply();
+  if (!r.ok()) return r.status();
+  if (!ok || (r->code != 226 && r->code != 250)) return Status(EIO, "transfer failed");
+  return stats;
+}
+
+Result<TransferStats> FtpClient::Retrieve(const std::string& remote, int fd, uint64_t offset) {
+  if (offset > 0) {
+    Result<Reply> r = Command("REST " + std::to_string(offset));
+    if (!r.ok()) return r.status();
+    if (r->code != 350) return Status(EPROTO, "REST refused");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Result<Socket> data = StartTransfer("RETR " + remote);
+  if (!data.ok()) return data.status();
+  TransferStats stats;
+  auto buf = std::make_unique<char[]>(kChunk);
+  bool ok = true;
+  while (true) {
+    Result<size_t> got = data->Recv(buf.get(), kChunk, options_.timeout_ms);
+    if (!got.ok()) {
+      ok = false;
+      break;
+    }
+    if (*got == 0) break;
+    size_t done = 0;
+    while (done < *got) {
+      const ssize_t w = ::write(fd, buf.get() + done, *got - done);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        ok = false;
+        break;
+      }
+      done += static_cast<size_t>(w);
+    }
+    if (!ok) break;
+    stats.bytes += *got;
+    if (options_.progress) options_.progress(stats.bytes);
+  }
+  stats.seconds = Since(start);
+  return FinishTransfer(std::move(data.value()), stats, ok);
+}
+
+Result<TransferStats> FtpClient::Store(const std::string& remote, int fd, bool append,
+                                       uint64_t offset) {
+  if (offset > 0) {
+    Result<Reply> r = Command("REST " + std::to_string(offset));
+    if (!r.ok()) return r.status();
+    if (r->code != 350) return Status(EPROTO, "REST refused");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Result<Socket> data = StartTransfer((append ? "APPE " : "STOR ") + remote);
+  if (!data.ok()) return data.status();
+  TransferStats stats;
+  auto buf = std::make_unique<char[]>(kChunk);
+  bool ok = true;
+  while (true) {
+    const ssize_t n = ::read(fd, buf.get(), kChunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ok = false;
+      break;
+    }
+    if (n == 0) break;
+    if (!data->SendAll(buf.get(), static_cast<size_t>(n), options_.timeout_ms).ok()) {
+      ok = false;
+      break;
+    }
+    stats.bytes += static_cast<uint64_t>(n);
+    if (options_.progress) options_.progress(stats.bytes);
+  }
+  stats.seconds = Since(start);
+  return FinishTransfer(std::move(data.value()), stats, ok);
+}
+
+Result<TransferStats> FtpClient::List(const std::string& verb, const std::string& path,
+                                      std::string* out) {
+  const auto start = std::chrono::steady_clock::now();
+  Result<Socket> data = StartTransfer(path.empty() ? verb : verb + " " + path);
+  if (!data.ok()) return data.status();
+  TransferStats stats;
+  char buf[16384];
+  bool ok = true;
+  while (true) {
+    Result<size_t> got = data->Recv(buf, sizeof buf, options_.timeout_ms);
+    if (!got.ok()) {
+      ok = false;
+      break;
+    }
+    if (*got == 0) break;
+    out->append(buf, *got);
+    stats.bytes += *got;
+  }
+  stats.seconds = Since(start);
+  return FinishTransfer(std::move(data.value()), stats, ok);
+}
+
+}  // namespace san::ftp

@@ -1,0 +1,79 @@
+// FtpClient: one FTP control connection and its data connections, as a client (RFC 959, 2428,
+// 3659), over SAN sockets (net/socket.h): accelerated against a sanlib server on this host, plain
+// TCP against any other server.
+//
+// Calls are synchronous and bounded by options.timeout_ms. After a greeting that lists AUTH SAN in
+// FEAT, the control connection is upgraded in band (san_upgrade) unless options say not to.
+// Transfers report bytes, seconds and the data path of the data connection (TransferStats).
+// Thread-safety: one thread per client. Ownership: owns its sockets.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "net/line_reader.h"
+#include "net/socket.h"
+#include "protocol/reply.h"
+
+namespace san::ftp {
+
+struct ClientOptions {
+  bool passive = true;        // PASV/EPSV (else PORT/EPRT)
+  bool san_upgrade = true;    // AUTH SAN when the server offers it
+  bool verbose = false;       // the dialogue on stderr
+  int timeout_ms = 30000;
+  // Called with the running byte count during transfers (hash marks, progress bar).
+  std::function<void(uint64_t)> progress;
+};
+
+struct TransferStats {
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::string data_path;  // "shm", "tcp (...)"
+};
+
+class FtpClient {
+ public:
+  explicit FtpClient(ClientOptions options) : options_(std::move(options)) {}
+
+  // Connects and reads the greeting (and upgrades the control connection if offered).
+  Status Open(const std::string& host, uint16_t port);
+  bool connected() const { return control_.valid(); }
+  Status Login(const std::string& user, const std::string& password);
+  // Sends one command line and reads its reply.
+  Result<Reply> Command(const std::string& line);
+  const Reply& last_reply() const { return last_; }
+  const Reply& greeting() const { return greeting_; }
+  void Close();
+
+  Status SetBinary(bool binary);
+  // RETR remote into fd (from offset with REST when offset > 0).
+  Result<TransferStats> Retrieve(const std::string& remote, int fd, uint64_t offset = 0);
+  // STOR (or APPE, or REST+STOR when offset > 0) from fd.
+  Result<TransferStats> Store(const std::string& remote, int fd, bool append = false,
+                              uint64_t offset = 0);
+  // LIST / NLST / MLSD output as text.
+  Result<TransferStats> List(const std::string& verb, const std::string& path, std::string* out);
+
+  std::string control_mode() const { return control_.Mode(); }
+  ClientOptions& options() { return options_; }
+
+ private:
+  Result<Reply> ReadReply();
+  Status SendLine(const std::string& line);
+  // Opens the data connection for one transfer command; returns it after the server's 1xx.
+  Result<Socket> StartTransfer(const std::string& command);
+  Result<TransferStats> FinishTransfer(Socket data, TransferStats stats, bool ok);
+
+  ClientOptions options_;
+  Socket control_;
+  std::optional<LineReader> reader_;
+  Reply last_;
+  Reply greeting_;
+  bool epsv_failed_ = false;
+  bool eprt_failed_ = false;
+};
+
+}  // namespace san::ftp

@@ -1,0 +1,284 @@
+// Interactive mode: netkit-ftp's commands. On a terminal lines come from libedit (history, line
+// editing); otherwise commands are read from stdin, so scripts and tests can drive it.
+#include <editline/readline.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "modes.h"
+#include "report.h"
+
+namespace san::ftp {
+namespace {
+
+std::vector<std::string> Split(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+std::string BaseOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+class Shell {
+ public:
+  explicit Shell(const ClientOptions& options) : options_(options), client_(options) {}
+
+  bool ReadLine(std::string* line) {
+    if (tty_) {
+      char* l = readline("ftp> ");
+      if (!l) return false;
+      *line = l;
+      if (*l) add_history(l);
+      free(l);
+      return true;
+    }
+    return static_cast<bool>(std::getline(std::cin, *line));
+  }
+
+  void Open(const std::string& host, uint16_t port) {
+    const Status st = client_.Open(host, port);
+    if (!st.ok()) {
+      printf("ftp: connect to %s: %s\n", host.c_str(), st.ToString().c_str());
+      failed_ = true;
+      return;
+    }
+    printf("Connected to %s.\n%d %s\n", host.c_str(), client_.greeting().code,
+           client_.greeting().text.c_str());
+    if (options_.verbose) printf("Control connection: %s\n", client_.control_mode().c_str());
+  }
+
+  void Reply() {
+    const auto& r = client_.last_reply();
+    printf("%d %s\n", r.code, r.text.c_str());
+    if (r.code >= 400) failed_ = true;
+  }
+
+  bool Need(bool ok, const char* usage) {
+    if (!ok) printf("usage: %s\n", usage);
+    return ok;
+  }
+
+  bool Connected() {
+    if (!client_.connected()) printf("Not connected.\n");
+    return client_.connected();
+  }
+
+  void Simple(const std::string& cmd) {
+    Result<san::ftp::Reply> r = client_.Command(cmd);
+    if (!r.ok()) {
+      printf("ftp: %s\n", r.status().ToString().c_str());
+      failed_ = true;
+      return;
+    }
+    Reply();
+  }
+
+  void Get(const std::string& remote, const std::string& local) {
+    UniqueFd out(::open(local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!out.valid()) {
+      printf("local: %s: %s\n", local.c_str(), strerror(errno));
+      failed_ = true;
+      return;
+    }
+    Transfer(client_.Retrieve(remote, out.get()));
+  }
+
+  void Put(const std::string& local, const std::string& remote) {
+    UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!in.valid()) {
+      printf("local: %s: %s\n", local.c_str(), strerror(errno));
+      failed_ = true;
+      return;
+    }
+    Transfer(client_.Store(remote, in.get()));
+  }
+
+  void Transfer(Result<TransferStats> stats) {
+    progress_done();
+    Reply();
+    if (!stats.ok()) {
+      failed_ = true;
+      return;
+    }
+    printf("%s\n", FormatStats(stats.value()).c_str());
+    if (client_.options().verbose) printf("Data connection: %s\n", stats->data_path.c_str());
+  }
+
+  void progress_done() {
+    if (progress_) progress_->Done();
+    progress_.reset();
+  }
+
+  void StartProgress() {
+    progress_.emplace(stdout, 0, hash_, true);
+    client_.options().progress = [this](uint64_t b) {
+      if (progress_) progress_->Update(b);
+    };
+  }
+
+  void List(const std::string& verb, const std::string& path) {
+    std::string text;
+    client_.options().progress = nullptr;
+    Result<TransferStats> s = client_.List(verb, path, &text);
+    fwrite(text.data(), 1, text.size(), stdout);
+    Reply();
+    if (!s.ok()) failed_ = true;
+  }
+
+  // Returns false on bye.
+  bool Execute(const std::vector<std::string>& a) {
+    const std::string& c = a[0];
+    const size_t n = a.size();
+    if (c == "bye" || c == "quit" || c == "exit") {
+      if (client_.connected()) Simple("QUIT");
+      return false;
+    }
+    if (c == "open") {
+      if (Need(n >= 2, "open host [port]")) Open(a[1], n >= 3 ? static_cast<uint16_t>(atoi(a[2].c_str())) : 21);
+    } else if (c == "help" || c == "?") {
+      printf("Commands: open user ls dir cd cdup pwd get recv put send mget mput delete mkdir rmdir\n"
+             "rename size binary ascii passive hash verbose status quote close bye\n");
+    } else if (c == "passive") {
+      client_.options().passive = !client_.options().passive;
+      printf("Passive mode %s.\n", client_.options().passive ? "on" : "off");
+    } else if (c == "hash") {
+      hash_ = !hash_;
+      printf("Hash mark printing %s (1024 bytes/hash mark).\n", hash_ ? "on" : "off");
+    } else if (c == "verbose") {
+      client_.options().verbose = !client_.options().verbose;
+      printf("Verbose mode %s.\n", client_.options().verbose ? "on" : "off");
+    } else if (c == "lcd") {
+      if (Need(n == 2, "lcd dir") && chdir(a[1].c_str()) != 0) {
+        printf("local: %s: %s\n", a[1].c_str(), strerror(errno));
+      }
+    } else if (!Connected()) {
+      failed_ = true;
+    } else if (c == "user") {
+      if (!Need(n >= 2, "user name [password]")) return true;
+      std::string pass = n >= 3 ? a[2] : "";
+      if (n < 3 && tty_) pass = getpass("Password: ");
+      const Status st = client_.Login(a[1], pass);
+      Reply();
+      if (!st.ok()) printf("Login failed.\n");
+    } else if (c == "ls" || c == "dir") {
+      List(c == "ls" ? "NLST" : "LIST", n >= 2 ? a[1] : "");
+    } else if (c == "cd") {
+      if (Need(n == 2, "cd remote-dir")) Simple("CWD " + a[1]);
+    } else if (c == "cdup") {
+      Simple("CDUP");
+    } else if (c == "pwd") {
+      Simple("PWD");
+    } else if (c == "binary" || c == "image") {
+      Simple("TYPE I");
+    } else if (c == "ascii") {
+      Simple("TYPE A");
+    } else if (c == "get" || c == "recv") {
+      if (!Need(n >= 2, "get remote [local]")) return true;
+      StartProgress();
+      Get(a[1], n >= 3 ? a[2] : BaseOf(a[1]));
+    } else if (c == "put" || c == "send") {
+      if (!Need(n >= 2, "put local [remote]")) return true;
+      StartProgress();
+      Put(a[1], n >= 3 ? a[2] : BaseOf(a[1]));
+    } else if (c == "mget") {
+      for (size_t i = 1; i < n; ++i) {
+        std::string names;
+        client_.options().progress = nullptr;
+        if (!client_.List("NLST", a[i], &names).ok()) {
+          Reply();
+          continue;
+        }
+        std::istringstream in(names);
+        std::string name;
+        while (std::getline(in, name)) {
+          if (!name.empty() && name.back() == '\r') name.pop_back();
+          if (name.empty()) continue;
+          StartProgress();
+          Get(name, BaseOf(name));
+        }
+      }
+    } else if (c == "mput") {
+      for (size_t i = 1; i < n; ++i) {
+        glob_t g{};
+        if (glob(a[i].c_str(), 0, nullptr, &g) == 0) {
+          for (size_t j = 0; j < g.gl_pathc; ++j) {
+            StartProgress();
+            Put(g.gl_pathv[j], BaseOf(g.gl_pathv[j]));
+          }
+        } else {
+          printf("local: %s: no match\n", a[i].c_str());
+        }
+        globfree(&g);
+      }
+    } else if (c == "delete") {
+      if (Need(n == 2, "delete remote")) Simple("DELE " + a[1]);
+    } else if (c == "mkdir") {
+      if (Need(n == 2, "mkdir dir")) Simple("MKD " + a[1]);
+    } else if (c == "rmdir") {
+      if (Need(n == 2, "rmdir dir")) Simple("RMD " + a[1]);
+    } else if (c == "rename") {
+      if (!Need(n == 3, "rename from to")) return true;
+      Simple("RNFR " + a[1]);
+      if (client_.last_reply().code == 350) Simple("RNTO " + a[2]);
+    } else if (c == "size") {
+      if (Need(n == 2, "size remote")) Simple("SIZE " + a[1]);
+    } else if (c == "status") {
+      Simple("STAT");
+    } else if (c == "quote") {
+      std::string rest;
+      for (size_t i = 1; i < n; ++i) rest.append(i > 1 ? " " : "").append(a[i]);
+      if (Need(n >= 2, "quote command")) Simple(rest);
+    } else if (c == "close") {
+      Simple("QUIT");
+      client_.Close();
+    } else {
+      printf("?Invalid command.\n");
+      failed_ = true;
+    }
+    return true;
+  }
+
+  int Loop() {
+    std::string line;
+    while (ReadLine(&line)) {
+      const std::vector<std::string> args = Split(line);
+      if (args.empty()) continue;
+      if (!Execute(args)) break;
+      fflush(stdout);
+    }
+    return failed_ ? kExitRemote : kExitOk;
+  }
+
+  ClientOptions options_;
+  FtpClient client_;
+  bool tty_ = isatty(STDIN_FILENO);
+  bool hash_ = false;
+  bool failed_ = false;
+  std::optional<Progress> progress_;
+};
+
+}  // namespace
+
+int RunInteractive(const std::string& host, uint16_t port, const ClientOptions& options) {
+  Shell shell(options);
+  if (!host.empty()) shell.Open(host, port);
+  return shell.Loop();
+}
+
+}  // namespace san::ftp

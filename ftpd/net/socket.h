@@ -1,0 +1,85 @@
+// The FTP programs' one door to the network: SAN sockets (<san/san.h>) with timeouts.
+//
+// Every control and data connection of ftpd and ftp_client is a Socket: made by san_socket,
+// san_listen/san_accept or san_connect, moved with san_send/san_recv, waited on with san_poll,
+// closed with san_close. A SAN socket accelerates itself when the peer is a sanlib program on this
+// host and stays plain TCP otherwise; Mode() says which. A Socket may also wrap a kernel socket
+// the process inherited (inetd's fd 0): san_* calls pass kernel fds through, and Upgrade() can
+// turn it into a SAN connection.
+// Thread-safety: one owner; not shared between threads. Ownership: closes its fd exactly once.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "common/status.h"
+#include "protocol/address.h"
+
+namespace san::ftp {
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Socket& operator=(Socket&& o) noexcept {
+    if (this != &o) {
+      Close();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { Close(); }
+
+  // A listening SAN socket on addr (port 0: any), backlog as given.
+  static Result<Socket> Listen(const HostPort& addr, int backlog);
+  // Connects to addr within timeout_ms; bind_addr (port 0 or given) if non-null.
+  static Result<Socket> Connect(const HostPort& addr, int timeout_ms,
+                                const HostPort* bind_addr = nullptr);
+
+  // Waits up to timeout_ms (-1: forever) for a connection; kAgain status on timeout.
+  Result<Socket> Accept(int timeout_ms, HostPort* peer = nullptr) const;
+  // Sends all of data, each wait bounded by timeout_ms. ETIMEDOUT on a stalled peer.
+  Status SendAll(const void* data, size_t len, int timeout_ms) const;
+  Status SendAll(const std::string& s, int timeout_ms) const { return SendAll(s.data(), s.size(), timeout_ms); }
+  // Receives up to len bytes (0: orderly EOF) within timeout_ms; ETIMEDOUT otherwise.
+  Result<size_t> Recv(void* buf, size_t len, int timeout_ms) const;
+  // One nonblocking send / receive: bytes moved, 0 when it would block (RecvSome: kAgain status
+  // when it would block, 0 bytes for EOF).
+  Result<size_t> SendSome(const void* data, size_t len) const;
+  Result<size_t> RecvSome(void* buf, size_t len) const;
+  // Is something readable now (data, EOF or error)?
+  bool Readable(int timeout_ms) const;
+
+  HostPort LocalAddress() const;
+  HostPort PeerAddress() const;
+  // "shm", "tcp (reason)" or "kernel" for a socket sanlib does not manage.
+  std::string Mode() const;
+  bool Accelerated() const;
+  // In-band upgrade of an established connection (san_upgrade).
+  Status Upgrade() const;
+
+  void ShutdownWrite() const;
+  void Close();
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_ = -1;
+};
+
+// Waits up to timeout_ms until `a` has any of a_events or `b` is readable (san_poll over both).
+// Returns 0 on timeout, -1 on error, else sets *a_ready / *b_ready.
+int WaitEither(const Socket& a, short a_events, const Socket& b, int timeout_ms, bool* a_ready,
+               bool* b_ready);
+
+// Ignore SIGPIPE process-wide (a peer that goes away must give EPIPE, not kill us).
+void IgnoreSigpipe();
+
+}  // namespace san::ftp

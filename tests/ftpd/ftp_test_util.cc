@@ -1,0 +1,321 @@
+#include "ftp_test_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "auth/users.h"
+#include "protocol/address.h"
+
+namespace san::ftp::testing {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  const char* base = getenv("TMPDIR");
+  std::string templ = std::string(base && *base ? base : "/tmp") + "/ftptest.XXXXXX";
+  char* made = mkdtemp(templ.data());
+  path_ = made ? made : "";
+  if (!path_.empty()) chmod(path_.c_str(), 0755);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) fs::remove_all(path_, ec);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
+
+std::string RandomBytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+std::string Checksum(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  uint64_t h = 1469598103934665603ull;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
+    }
+  }
+  char hex[32];
+  snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+bool HaveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
+  const char* path = getenv("PATH");
+  std::stringstream dirs(std::string(path ? path : "/usr/bin:/bin") + ":/usr/sbin:/sbin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+namespace {
+
+std::vector<char*> Argv(const std::vector<std::string>& argv) {
+  std::vector<char*> out;
+  for (const std::string& a : argv) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// Waits for pid up to timeout_ms; returns its status or -1 after killing it.
+int WaitBounded(pid_t pid, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int status = 0;
+  while (true) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0) return -1;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s, const std::string& input) {
+  RunResult result;
+  TempDir io;
+  const std::string in_path = io / "in", out_path = io / "out", err_path = io / "err";
+  WriteFile(in_path, input);
+  std::vector<char*> args = Argv(argv);
+  fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return result;
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int in = open(in_path.c_str(), O_RDONLY);
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  const int status = WaitBounded(pid, timeout_s * 1000);
+  kill(-pid, SIGKILL);  // anything it left behind in its process group
+  if (status >= 0 && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  result.out = ReadFile(out_path);
+  result.err = ReadFile(err_path);
+  return result;
+}
+
+bool Process::Start(const std::vector<std::string>& argv, const std::string& log_path) {
+  std::vector<char*> args = Argv(argv);
+  fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    if (!log_path.empty()) {
+      const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(log, 1);
+      dup2(log, 2);
+    }
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  pid_ = pid;
+  return true;
+}
+
+void Process::Stop() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  if (WaitBounded(pid_, 5000) < 0) kill(-pid_, SIGKILL);
+  kill(-pid_, SIGKILL);  // sessions still in its process group
+  pid_ = -1;
+}
+
+FtpdServer::FtpdServer(std::vector<std::string> extra) {
+  root_ = dir_ / "root";
+  mkdir(root_.c_str(), 0755);
+  Result<std::string> hash = HashPassword("secret");
+  if (!hash.ok()) return;
+  WriteFile(dir_ / "users", "alice:" + *hash + ":" + root_ + ":rw\nbob:" + *hash + ":" + root_ + ":ro\n");
+  std::vector<std::string> argv = {FTPD_BIN, "-D", "--listen-address", "127.0.0.1", "-p", "0",
+                                   "--port-file", dir_ / "port", "--users-file", dir_ / "users",
+                                   "--xferlog", dir_ / "xferlog", "--login-fail-delay-ms", "50"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  if (!process_.Start(argv, dir_ / "ftpd.log")) return;
+  for (int i = 0; i < 1000 && port_ <= 0; ++i) {  // up to 10 s
+    const std::string p = ReadFile(dir_ / "port");
+    if (!p.empty()) port_ = atoi(p.c_str());
+    if (port_ <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string FtpdServer::url(const std::string& path, const std::string& user) const {
+  return "ftp://" + user + ":secret@127.0.0.1:" + std::to_string(port_) + "/" + path;
+}
+
+RawClient::RawClient(int port) {
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+RawClient::~RawClient() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool RawClient::Send(const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::string RawClient::Reply(int timeout_ms) {
+  code_ = 0;
+  std::string text;
+  bool multi = false;
+  std::string multi_code;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    const size_t nl = buffer_.find("\r\n");
+    if (nl != std::string::npos) {
+      const std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 2);
+      if (!multi) {
+        if (line.size() >= 4 && line[3] == '-') {
+          multi = true;
+          multi_code = line.substr(0, 3);
+          text = line.substr(4);
+          continue;
+        }
+        code_ = atoi(line.substr(0, 3).c_str());
+        return line.size() > 4 ? line.substr(4) : "";
+      }
+      if (line.size() >= 4 && line.substr(0, 3) == multi_code && line[3] == ' ') {
+        code_ = atoi(multi_code.c_str());
+        return text + "\n" + line.substr(4);
+      }
+      text += "\n" + line;
+      continue;
+    }
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - std::chrono::steady_clock::now())
+                                          .count());
+    if (left <= 0) return "";
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, left) <= 0) return "";
+    char buf[4096];
+    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) return "";
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+int RawClient::Cmd(const std::string& line, int timeout_ms) {
+  if (!Send(line + "\r\n")) return 0;
+  Reply(timeout_ms);
+  return code_;
+}
+
+bool RawClient::ClosedByPeer(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;
+    }
+  }
+  return false;
+}
+
+int RawClient::Login(const std::string& user, const std::string& pass) {
+  Reply();
+  if (code_ != 220) return 0;  // greeting
+  Cmd("USER " + user);
+  return Cmd("PASS " + pass);
+}
+
+int RawClient::PassiveData() {
+  if (!Send("PASV\r\n")) return -1;
+  const std::string text = Reply();
+  if (code_ != 227) return -1;
+  std::optional<HostPort> hp = ParsePasvReply(text);
+  if (!hp) return -1;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&hp->addr), hp->len) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string ReadAll(int fd, int timeout_ms) {
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[65536];
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+}  // namespace san::ftp::testing

@@ -1,0 +1,104 @@
+// Test support for the FTP tests: temporary directories, files, child processes with bounded
+// waits, a running ftpd (standalone, on a port it picks) and a raw control connection for
+// hostile-client tests. Test-only; every process started here is stopped and reaped.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace san::ftp::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path);  // "" if missing
+void WriteFile(const std::string& path, const std::string& content);
+bool Exists(const std::string& path);
+// Deterministic pseudo-random bytes (so a mismatch is reproducible), n bytes.
+std::string RandomBytes(size_t n, unsigned seed);
+// FNV-1a 64 of a file's bytes, as hex ("" if unreadable): the tests' checksum.
+std::string Checksum(const std::string& path);
+// Is `program` on PATH (or an absolute path that exists)?
+bool HaveProgram(const std::string& program);
+
+struct RunResult {
+  int exit_code = -1;  // -1: killed (timeout) or did not run
+  std::string out;
+  std::string err;
+};
+// Runs argv to completion (stdin from `input`), killing it after timeout_s.
+RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s = 30, const std::string& input = "");
+
+// A child process running in the background until Stop (SIGTERM, then SIGKILL after 5 s).
+class Process {
+ public:
+  Process() = default;
+  ~Process() { Stop(); }
+  bool Start(const std::vector<std::string>& argv, const std::string& log_path = "");
+  void Stop();
+  bool running() const { return pid_ > 0; }
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+};
+
+// ftpd -D on 127.0.0.1 with user alice/secret (root: root(), read-write) and bob/secret
+// (root: root(), read-only); extra flags appended.
+class FtpdServer {
+ public:
+  explicit FtpdServer(std::vector<std::string> extra = {});
+  bool ok() const { return port_ > 0; }
+  int port() const { return port_; }
+  const std::string& root() const { return root_; }
+  const TempDir& dir() const { return dir_; }
+  std::string xferlog() const { return dir_ / "xferlog"; }
+  std::string url(const std::string& path, const std::string& user = "alice") const;
+  std::string log() const { return ReadFile(dir_ / "ftpd.log"); }
+
+ private:
+  TempDir dir_;
+  std::string root_;
+  Process process_;
+  int port_ = -1;
+};
+
+// A kernel TCP control connection for driving a server by hand.
+class RawClient {
+ public:
+  explicit RawClient(int port);
+  ~RawClient();
+  bool connected() const { return fd_ >= 0; }
+  bool Send(const std::string& bytes);
+  // Next complete reply ("227 Entering..." text of the last line; multi-line joined with '\n'),
+  // or "" on EOF/timeout. code() is its code (0 on EOF/timeout).
+  std::string Reply(int timeout_ms = 10000);
+  int code() const { return code_; }
+  // Sends line + CRLF, returns the reply code.
+  int Cmd(const std::string& line, int timeout_ms = 10000);
+  // True if the server closed the connection (EOF) within timeout_ms.
+  bool ClosedByPeer(int timeout_ms = 10000);
+  int Login(const std::string& user = "alice", const std::string& pass = "secret");
+  // PASV and connect: the data socket fd, -1 on failure.
+  int PassiveData();
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+  int code_ = 0;
+  std::string buffer_;
+};
+
+// Reads a socket to EOF (bounded by timeout_ms) and closes it.
+std::string ReadAll(int fd, int timeout_ms = 10000);
+
+}  // namespace san::ftp::testing

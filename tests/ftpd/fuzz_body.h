@@ -1,0 +1,86 @@
+// One fuzz iteration over every parser of outside input in ftpd and ftp_client, with the
+// invariants each must keep. Shared by the libFuzzer target (command_fuzz.cc, clang) and the
+// seeded-random replay test (fuzz_replay_test.cc, any compiler). A broken invariant traps.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "auth/users.h"
+#include "fs/virtual_path.h"
+#include "protocol/address.h"
+#include "protocol/command.h"
+#include "protocol/reply.h"
+#include "url.h"
+
+namespace san::ftp::fuzz {
+
+inline void Require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+inline void OneInput(const uint8_t* data, size_t size) {
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+
+  const ParseOutcome p = ParseCommand(in);
+  if (p.ok) {
+    Require(p.command.verb.size() >= 3 && p.command.verb.size() <= 4);
+    for (char c : p.command.verb) Require(c >= 'A' && c <= 'Z');
+    for (char c : p.command.arg) Require(c != '\0' && c != '\r' && c != '\n');
+    std::string again = p.command.verb;
+    if (p.command.has_arg) again.append(" ").append(p.command.arg);
+    if (again.find('\xff') == std::string::npos) {
+      const ParseOutcome q = ParseCommand(again);
+      Require(q.ok && q.command.verb == p.command.verb && q.command.arg == p.command.arg);
+    }
+  } else {
+    Require(p.reply_code == 500 || p.reply_code == 501);
+  }
+
+  if (auto hp = ParsePortArg(in)) {
+    auto back = ParsePortArg(FormatPortArg(*hp));
+    Require(back && back->host() == hp->host() && back->port() == hp->port());
+  }
+  if (auto hp = ParseEprtArg(in)) {
+    auto back = ParseEprtArg(FormatEprtArg(*hp));
+    Require(back && back->host() == hp->host() && back->port() == hp->port());
+  }
+  if (auto port = ParseEpsvReply(in)) Require(*port != 0);
+  (void)ParsePasvReply(in);
+  if (auto off = ParseOffset(in)) Require(std::to_string(*off).size() <= in.size());
+
+  if (auto v = ResolveVirtual("/a/b", in)) {
+    Require(!v->empty() && (*v)[0] == '/');
+    Require(v->find("//") == std::string::npos);
+    Require(v->find("/../") == std::string::npos && v->find("/./") == std::string::npos);
+    Require(*v == "/" || (v->back() != '/' && BaseName(*v) != ".." && BaseName(*v) != "."));
+    Require(ResolveVirtual("/", *v) == v);  // canonical: resolving again changes nothing
+  } else {
+    Require(in.find('\0') != std::string_view::npos);
+  }
+
+  ReplyAssembler a;
+  size_t pos = 0;
+  while (pos <= in.size()) {
+    size_t nl = in.find('\n', pos);
+    if (nl == std::string_view::npos) nl = in.size();
+    if (a.Feed(in.substr(pos, nl - pos)) == ReplyAssembler::Result::kDone) {
+      Require(a.reply().code >= 100 && a.reply().code <= 599);
+    }
+    pos = nl + 1;
+  }
+
+  if (auto u = ParseFtpUrl(in)) {
+    Require(!u->host.empty());
+    for (char c : u->path) Require(c != '\0' && c != '\r' && c != '\n');
+    Require(u->user.find('/') == std::string::npos);
+  }
+
+  std::string err;
+  auto users = Users::Parse(in, &err);
+  if (!users.ok()) Require(!err.empty());
+}
+
+}  // namespace san::ftp::fuzz

@@ -1,0 +1,344 @@
+// Interop with real peers, all started by the tests on ports chosen at run time:
+//   - curl, lftp and tnftp against our ftpd (upload, byte-exact download, listing, resume with REST,
+//     rename, delete; passive and active): they are plain TCP clients, so the data path must
+//     fall back to TCP and still work;
+//   - our ftp_client against our ftpd: control upgraded (AUTH SAN) and data connections on shm;
+//   - our ftp_client against vsftpd (started here as a child with a generated config);
+//   - ftpd run by openbsd-inetd (foreground, own config): ftp_client gets the SAN upgrade,
+//     lftp works without it.
+// A test whose peer program is not installed is skipped, saying which.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "auth/users.h"
+#include "ftp_test_util.h"
+
+namespace san::ftp::testing {
+namespace {
+
+#define REQUIRE_PROGRAM(p) \
+  if (!HaveProgram(p)) GTEST_SKIP() << p << " is not installed"
+
+// A port free right now (bound and released): for peers that cannot report the port they chose.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Waits until something accepts connections on port (up to 10 s).
+bool WaitListening(int port) {
+  for (int i = 0; i < 1000; ++i) {
+    RawClient c(port);
+    if (c.connected()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::string Lftp(const std::string& open_url, const std::string& commands, bool passive) {
+  const std::string script = std::string("set ftp:ssl-allow no; set net:max-retries 1; "
+                                         "set net:timeout 10; set cmd:fail-exit yes; "
+                                         "set ftp:passive-mode ") +
+                             (passive ? "on" : "off") + "; open " + open_url + "; " + commands;
+  RunResult r = RunProgram({"lftp", "-c", script}, 60);
+  return r.exit_code == 0 ? "ok:" + r.out : "FAILED(" + std::to_string(r.exit_code) + "): " + r.err + r.out;
+}
+
+TEST(FtpInterop, CurlUploadDownloadListResumePassiveAndActive) {
+  REQUIRE_PROGRAM("curl");
+  FtpdServer s;
+  ASSERT_TRUE(s.ok()) << s.log();
+  TempDir local;
+  WriteFile(local / "src.bin", RandomBytes(3 << 20, 7));
+  const std::string sum = Checksum(local / "src.bin");
+  // Upload (passive, EPSV), then download it three ways: EPSV, PASV and active (EPRT/PORT).
+  RunResult up = RunProgram({"curl", "-sS", "-T", local / "src.bin", s.url("up.bin")});
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  EXPECT_EQ(Checksum(s.root() + "/up.bin"), sum);
+  const std::vector<std::vector<std::string>> modes = {
+      {}, {"--disable-epsv"}, {"-P", "127.0.0.1"}, {"-P", "127.0.0.1", "--disable-eprt"}};
+  int i = 0;
+  for (const auto& mode : modes) {
+    const std::string out = local / ("down" + std::to_string(i++));
+    std::vector<std::string> argv = {"curl", "-sS", "-v", "-o", out};
+    argv.insert(argv.end(), mode.begin(), mode.end());
+    argv.push_back(s.url("up.bin"));
+    RunResult r = RunProgram(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(Checksum(out), sum) << i;
+    // curl is not a sanlib program: the data connection fell back to TCP, and says so.
+    EXPECT_NE(r.err.find("data path tcp"), std::string::npos) << r.err;
+  }
+  // Resume a download that stopped halfway (REST).
+  const std::string partial = local / "partial";
+  WriteFile(partial, ReadFile(local / "src.bin").substr(0, 1234567));
+  RunResult resume = RunProgram({"curl", "-sS", "-v", "-C", "-", "-o", partial, s.url("up.bin")});
+  ASSERT_EQ(resume.exit_code, 0) << resume.err;
+  EXPECT_NE(resume.err.find("REST 1234567"), std::string::npos);
+  EXPECT_EQ(Checksum(partial), sum);
+  // Listing, and rename + delete through -Q.
+  RunResult list = RunProgram({"curl", "-sS", s.url("")});
+  EXPECT_NE(list.out.find("up.bin"), std::string::npos) << list.out;
+  RunResult ops = RunProgram({"curl", "-sS", "-Q", "RNFR up.bin", "-Q", "RNTO moved.bin", "-Q",
+                       "DELE moved.bin", s.url("")});
+  EXPECT_EQ(ops.exit_code, 0) << ops.err;
+  EXPECT_FALSE(Exists(s.root() + "/up.bin"));
+  EXPECT_FALSE(Exists(s.root() + "/moved.bin"));
+  // The xferlog saw the transfers.
+  EXPECT_NE(ReadFile(s.xferlog()).find("/up.bin b _ i r alice ftp 0 * c"), std::string::npos);
+}
+
+TEST(FtpInterop, LftpPassiveAndActive) {
+  REQUIRE_PROGRAM("lftp");
+  FtpdServer s;
+  ASSERT_TRUE(s.ok());
+  TempDir local;
+  WriteFile(local / "src.bin", RandomBytes(2 << 20, 11));
+  const std::string sum = Checksum(local / "src.bin");
+  const std::string open = "-u alice,secret ftp://127.0.0.1:" + std::to_string(s.port());
+  for (bool passive : {true, false}) {
+    SCOPED_TRACE(passive ? "passive" : "active");
+    const std::string got = local / (passive ? "p.bin" : "a.bin");
+    std::string r = Lftp(open, "mkdir dir; put " + local / "src.bin" + " -o dir/up.bin; ls dir; get dir/up.bin -o " +
+                                   got + "; mv dir/up.bin dir/renamed.bin; cls dir",
+                         passive);
+    ASSERT_EQ(r.substr(0, 3), "ok:") << r;
+    EXPECT_NE(r.find("up.bin"), std::string::npos) << r;
+    EXPECT_NE(r.find("renamed.bin"), std::string::npos) << r;
+    EXPECT_EQ(Checksum(got), sum);
+    EXPECT_EQ(Checksum(s.root() + "/dir/renamed.bin"), sum);
+    r = Lftp(open, "rm dir/renamed.bin; rmdir dir", passive);
+    ASSERT_EQ(r.substr(0, 3), "ok:") << r;
+    EXPECT_FALSE(Exists(s.root() + "/dir"));
+  }
+  // Resume: lftp continues a partial download with REST.
+  WriteFile(s.root() + "/big.bin", ReadFile(local / "src.bin"));
+  WriteFile(local / "part.bin", ReadFile(local / "src.bin").substr(0, 700000));
+  std::string r = Lftp(open, "get -c big.bin -o " + local / "part.bin", true);
+  ASSERT_EQ(r.substr(0, 3), "ok:") << r;
+  EXPECT_EQ(Checksum(local / "part.bin"), sum);
+}
+
+TEST(FtpInterop, TnftpPassiveActiveResume) {
+  REQUIRE_PROGRAM("tnftp");
+  FtpdServer s;
+  ASSERT_TRUE(s.ok());
+  TempDir local;
+  WriteFile(local / "src.bin", RandomBytes(2 << 20, 13));
+  const std::string sum = Checksum(local / "src.bin");
+  WriteFile(local / "part.bin", ReadFile(local / "src.bin").substr(0, 333333));
+  const std::string script =
+      "user alice secret\nbinary\n"
+      "put " + local / "src.bin" + " up.bin\n"           // passive (EPSV)
+      "epsv4 off\nget up.bin " + local / "pasv.bin" + "\n"  // PASV
+      "passive off\nget up.bin " + local / "active.bin" + "\n"  // EPRT/PORT
+      "passive on\nreget up.bin " + local / "part.bin" + "\n"  // REST
+      "rename up.bin moved.bin\nls\ndelete moved.bin\nbye\n";
+  RunResult r = RunProgram({"tnftp", "-n", "-v", "127.0.0.1", std::to_string(s.port())}, 60, script);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(Checksum(local / "pasv.bin"), sum) << r.out;
+  EXPECT_EQ(Checksum(local / "active.bin"), sum) << r.out;
+  EXPECT_EQ(Checksum(local / "part.bin"), sum) << r.out;
+  EXPECT_NE(r.out.find("350 Restarting at 333333"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("moved.bin"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(s.root() + "/moved.bin"));
+  EXPECT_FALSE(Exists(s.root() + "/up.bin"));
+}
+
+TEST(FtpInterop, FtpClientAgainstFtpdIsAcceleratedBothWays) {
+  FtpdServer s;
+  ASSERT_TRUE(s.ok());
+  TempDir local;
+  WriteFile(local / "src.bin", RandomBytes(5 << 20, 3));
+  const std::string sum = Checksum(local / "src.bin");
+  for (const char* mode : {"--timeout=20000", "--active"}) {
+    SCOPED_TRACE(mode);
+    RunResult put = RunProgram({FTP_CLIENT_BIN, "-v", mode, "--put", local / "src.bin", s.url("up.bin")});
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+    EXPECT_EQ(Checksum(s.root() + "/up.bin"), sum);
+    RunResult get = RunProgram({FTP_CLIENT_BIN, "-v", mode, s.url("up.bin"), "-o", local / "got.bin"});
+    ASSERT_EQ(get.exit_code, 0) << get.err;
+    EXPECT_EQ(Checksum(local / "got.bin"), sum);
+    for (const RunResult* r : {&put, &get}) {
+      // Our side's data socket and the server's (from its 226 reply) are both on shm, and the
+      // control connection was upgraded in band.
+      EXPECT_NE(r->err.find("--- data connection: shm"), std::string::npos) << r->err;
+      EXPECT_NE(r->err.find("data path shm."), std::string::npos) << r->err;
+      EXPECT_NE(r->err.find("--- control connection: shm"), std::string::npos) << r->err;
+      EXPECT_NE(r->err.find("5242880 bytes in "), std::string::npos) << r->err;
+      EXPECT_NE(r->err.find(" MB/s)"), std::string::npos) << r->err;
+    }
+  }
+  // Without the upgrade the control connection stays TCP, the data still goes over shm.
+  RunResult plain = RunProgram({FTP_CLIENT_BIN, "-v", "--no-upgrade", s.url("up.bin"), "-o", local / "g2.bin"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("AUTH SAN"), std::string::npos);
+  EXPECT_NE(plain.err.find("data path shm."), std::string::npos) << plain.err;
+  // A client with sanlib switched off asks for AUTH SAN, declines the upgrade itself, and both
+  // ends carry on over TCP.
+  RunResult off = RunProgram({"env", "SAN_PROVIDER=off", FTP_CLIENT_BIN, "-v", s.url("up.bin"), "-o",
+                              local / "g3.bin"});
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(Checksum(local / "g3.bin"), sum);
+  EXPECT_NE(off.err.find("234 AUTH SAN"), std::string::npos) << off.err;
+  EXPECT_NE(off.err.find("data path tcp"), std::string::npos) << off.err;
+}
+
+TEST(FtpInterop, FtpClientBatchExitCodesAndListing) {
+  FtpdServer s;
+  ASSERT_TRUE(s.ok());
+  WriteFile(s.root() + "/there.txt", "x");
+  TempDir local;
+  RunResult list = RunProgram({FTP_CLIENT_BIN, "--list", s.url("")});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("there.txt"), std::string::npos);
+  EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "not-a-url://x"}).exit_code, 1);
+  EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "ftp://127.0.0.1:1/x", "-o", local / "x"}).exit_code, 2);
+  EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "ftp://alice:nope@127.0.0.1:" + std::to_string(s.port()) + "/x",
+                 "-o", local / "x"}).exit_code, 3);
+  EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, s.url("missing.txt"), "-o", local / "x"}).exit_code, 4);
+  EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "--put", local / "no-such-file", s.url("")}).exit_code, 6);
+  EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "--put", s.root() + "/there.txt", s.url("", "bob")}).exit_code, 4);
+  RunResult out = RunProgram({FTP_CLIENT_BIN, s.url("there.txt"), "-o", "-"});
+  EXPECT_EQ(out.exit_code, 0);
+  EXPECT_EQ(out.out, "x");
+}
+
+TEST(FtpInterop, FtpClientInteractiveFromStdin) {
+  FtpdServer s;
+  ASSERT_TRUE(s.ok());
+  TempDir local;
+  WriteFile(local / "a.txt", "alpha\n");
+  WriteFile(local / "b.txt", "beta\n");
+  const std::string script = "user alice secret\nbinary\nmkdir d\ncd d\nmput " + local / "*.txt" +
+                             "\nls\npwd\nhash\nget a.txt " + local / "a2.txt" + "\nrename b.txt c.txt\n"
+                             "size c.txt\nlcd " + local / "m" + "\nmget *.txt\ndelete a.txt\npassive\ndir\nbye\n";
+  mkdir((local / "m").c_str(), 0755);
+  RunResult r = RunProgram({FTP_CLIENT_BIN, "127.0.0.1", std::to_string(s.port())}, 30, script);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(ReadFile(local / "a2.txt"), "alpha\n");
+  EXPECT_EQ(ReadFile(s.root() + "/d/c.txt"), "beta\n");
+  EXPECT_FALSE(Exists(s.root() + "/d/a.txt"));
+  EXPECT_EQ(ReadFile(local / "m/a.txt"), "alpha\n");  // mget: NLST *.txt matched both
+  EXPECT_EQ(ReadFile(local / "m/c.txt"), "beta\n");
+  EXPECT_NE(r.out.find("6 bytes in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("213 5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Passive mode off."), std::string::npos);
+  EXPECT_NE(r.out.find("c.txt"), std::string::npos);
+  EXPECT_NE(r.out.find("221 "), std::string::npos);
+}
+
+TEST(FtpInterop, FtpClientAgainstVsftpd) {
+  REQUIRE_PROGRAM("/usr/sbin/vsftpd");
+  if (geteuid() != 0) GTEST_SKIP() << "vsftpd needs root";
+  passwd* ftp = getpwnam("ftp");
+  if (!ftp) GTEST_SKIP() << "no 'ftp' user for vsftpd's anonymous sessions";
+  TempDir dir;
+  const std::string root = dir / "anon";
+  mkdir(root.c_str(), 0755);  // owned by root, not writable by ftp: vsftpd insists
+  mkdir((root + "/incoming").c_str(), 0755);
+  ASSERT_EQ(chown((root + "/incoming").c_str(), ftp->pw_uid, ftp->pw_gid), 0);
+  WriteFile(root + "/pub.bin", RandomBytes(4 << 20, 5));
+  chmod((root + "/pub.bin").c_str(), 0644);
+  mkdir((dir / "empty").c_str(), 0755);  // vsftpd's secure_chroot_dir: empty, root's
+  Process vsftpd;
+  int port = 0;
+  for (int attempt = 0; attempt < 5 && !port; ++attempt) {
+    const int p = FreePort();
+    WriteFile(dir / "vsftpd.conf",
+              "listen=YES\nlisten_ipv6=NO\nbackground=NO\nlisten_address=127.0.0.1\n"
+              "listen_port=" + std::to_string(p) + "\n"
+              "anonymous_enable=YES\nlocal_enable=NO\nno_anon_password=YES\nanon_root=" + root + "\n"
+              "write_enable=YES\nanon_upload_enable=YES\nanon_umask=022\n"
+              "connect_from_port_20=NO\nseccomp_sandbox=NO\nisolate=NO\nisolate_network=NO\n"
+              "secure_chroot_dir=" + dir / "empty" + "\nxferlog_enable=NO\nsyslog_enable=NO\n"
+              "vsftpd_log_file=" + dir / "vsftpd.log" + "\ndual_log_enable=NO\n");
+    vsftpd.Stop();
+    ASSERT_TRUE(vsftpd.Start({"/usr/sbin/vsftpd", dir / "vsftpd.conf"}, dir / "vsftpd.out"));
+    if (WaitListening(p)) port = p;
+  }
+  ASSERT_NE(port, 0) << ReadFile(dir / "vsftpd.out");
+  const std::string base = "ftp://anonymous:x@127.0.0.1:" + std::to_string(port) + "/";
+  TempDir local;
+  const std::string sum = Checksum(root + "/pub.bin");
+  for (const char* mode : {"--timeout=20000", "--active"}) {
+    SCOPED_TRACE(mode);
+    RunResult get = RunProgram({FTP_CLIENT_BIN, "-v", mode, base + "pub.bin", "-o", local / "pub.bin"});
+    ASSERT_EQ(get.exit_code, 0) << get.err << ReadFile(dir / "vsftpd.out");
+    EXPECT_EQ(Checksum(local / "pub.bin"), sum);
+    EXPECT_NE(get.err.find("--- data connection: tcp"), std::string::npos) << get.err;
+    EXPECT_NE(get.err.find("4194304 bytes in "), std::string::npos);
+  }
+  RunResult put = RunProgram({FTP_CLIENT_BIN, "--put", local / "pub.bin", base + "incoming/up.bin"});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_EQ(Checksum(root + "/incoming/up.bin"), sum);
+  RunResult list = RunProgram({FTP_CLIENT_BIN, "--list", base});
+  EXPECT_EQ(list.exit_code, 0);
+  EXPECT_NE(list.out.find("pub.bin"), std::string::npos) << list.out;
+  // A resumed download against a server we did not write (REST).
+  WriteFile(local / "part.bin", ReadFile(root + "/pub.bin").substr(0, 1000000));
+  RunResult resume = RunProgram({FTP_CLIENT_BIN, "-v", "--resume", base + "pub.bin", "-o", local / "part.bin"});
+  ASSERT_EQ(resume.exit_code, 0) << resume.err;
+  EXPECT_NE(resume.err.find("REST 1000000"), std::string::npos);
+  EXPECT_EQ(Checksum(local / "part.bin"), sum);
+}
+
+TEST(FtpInterop, FtpdUnderOpenbsdInetd) {
+  REQUIRE_PROGRAM("/usr/sbin/inetd");
+  TempDir dir;
+  const std::string root = dir / "root";
+  mkdir(root.c_str(), 0755);
+  WriteFile(root + "/file.bin", RandomBytes(3 << 20, 9));
+  san::Result<std::string> hash = HashPassword("secret");
+  ASSERT_TRUE(hash.ok());
+  WriteFile(dir / "users", "alice:" + *hash + ":" + root + ":rw\n");
+  struct passwd* me = getpwuid(geteuid());
+  ASSERT_NE(me, nullptr);
+  Process inetd;
+  int port = 0;
+  for (int attempt = 0; attempt < 5 && !port; ++attempt) {
+    const int p = FreePort();
+    WriteFile(dir / "inetd.conf", "127.0.0.1:" + std::to_string(p) + " stream tcp nowait " +
+                                      me->pw_name + " " + FTPD_BIN + " ftpd --users-file " +
+                                      dir / "users" + " --xferlog " + dir / "xferlog\n");
+    inetd.Stop();
+    ASSERT_TRUE(inetd.Start({"/usr/sbin/inetd", "-d", dir / "inetd.conf"}, dir / "inetd.log"));
+    if (WaitListening(p)) port = p;
+  }
+  ASSERT_NE(port, 0) << ReadFile(dir / "inetd.log");
+  const std::string url = "ftp://alice:secret@127.0.0.1:" + std::to_string(port) + "/file.bin";
+  TempDir local;
+  // Our client: inetd hands ftpd a plain TCP socket; AUTH SAN upgrades it, data goes over shm.
+  RunResult get = RunProgram({FTP_CLIENT_BIN, "-v", url, "-o", local / "a.bin"});
+  ASSERT_EQ(get.exit_code, 0) << get.err << ReadFile(dir / "inetd.log");
+  EXPECT_EQ(Checksum(local / "a.bin"), Checksum(root + "/file.bin"));
+  EXPECT_NE(get.err.find("--- control connection: shm"), std::string::npos) << get.err;
+  EXPECT_NE(get.err.find("data path shm."), std::string::npos) << get.err;
+  // lftp: no upgrade (it does not know AUTH SAN), plain TCP, same bytes.
+  if (HaveProgram("lftp")) {
+    const std::string r = Lftp("-u alice,secret ftp://127.0.0.1:" + std::to_string(port),
+                               "get file.bin -o " + local / "b.bin", true);
+    ASSERT_EQ(r.substr(0, 3), "ok:") << r;
+    EXPECT_EQ(Checksum(local / "b.bin"), Checksum(root + "/file.bin"));
+  }
+  EXPECT_NE(ReadFile(dir / "xferlog").find("/file.bin b _ o r alice ftp 0 * c"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace san::ftp::testing
