@@ -213,15 +213,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
                    const sigset_t* sigmask) {
   if (max_events <= 0) return Fail(EINVAL);
   Registry& r = Sets();
-  const uint64_t start = NowNs();
-  const uint64_t spin_end = start + uint64_t{Runtime::Get().config().spin_us} * 1000;
-  auto remaining_ms = [&]() -> int {
-    if (timeout_ms < 0) return -1;
-    const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-    return elapsed_ms >= static_cast<uint64_t>(timeout_ms)
-               ? 0
-               : timeout_ms - static_cast<int>(elapsed_ms);
-  };
+  const WaitBudget budget(timeout_ms, Runtime::Get().config().spin_us);
   for (int round = 0;; ++round) {
     int n = 0;
     bool any_san = false;
@@ -238,7 +230,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     }
     if (!any_san && n == 0) {
       // Only kernel registrations (left): the kernel does it all, with the time that is left.
-      return Real().epoll_pwait(epfd, events, max_events, remaining_ms(), sigmask);
+      return Real().epoll_pwait(epfd, events, max_events, budget.remaining_ms(), sigmask);
     }
     if (n < max_events && (n > 0 || round % kKernelCheckEvery == 0)) {
       const int k = Real().epoll_wait(epfd, events + n, max_events - n, 0);
@@ -246,9 +238,9 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       if (k > 0) n += k;
     }
     if (n > 0) return n;
-    const int left = remaining_ms();
+    const int left = budget.remaining_ms();
     if (left == 0) return 0;
-    if (NowNs() < spin_end) {
+    if (budget.spinning()) {
       CpuRelax();
       continue;
     }

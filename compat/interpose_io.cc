@@ -10,6 +10,7 @@
 
 #include "compat/managed.h"
 #include "compat/real_calls.h"
+#include "san/san.h"
 #include "socket/socket_ops.h"
 
 using san::compat::Managed;
@@ -19,16 +20,6 @@ using san::compat::Real;
 extern "C" [[noreturn]] void __chk_fail(void);
 
 namespace {
-
-ssize_t SendOne(int fd, const void* buf, size_t len, int flags) {
-  iovec iov{const_cast<void*>(buf), len};
-  return san::SendIov(fd, &iov, 1, flags);
-}
-
-ssize_t RecvOne(int fd, void* buf, size_t len, int flags) {
-  iovec iov{buf, len};
-  return san::RecvIov(fd, &iov, 1, flags);
-}
 
 // sendfile() to a SAN socket: the file is read with pread at an explicit position, so a partial
 // send (nonblocking, or interrupted) leaves the position just past what was sent, as the kernel's
@@ -55,7 +46,7 @@ ssize_t SendFileToSan(int out_fd, int in_fd, off_t* offset, size_t count) {
     if (got == 0) break;  // end of file
     size_t done = 0;
     while (done < static_cast<size_t>(got)) {
-      const ssize_t n = SendOne(out_fd, buffer + done, static_cast<size_t>(got) - done, 0);
+      const ssize_t n = san_send(out_fd, buffer + done, static_cast<size_t>(got) - done, 0);
       if (n < 0) {
         error = errno;
         break;
@@ -83,18 +74,18 @@ extern "C" {
 
 ssize_t read(int fd, void* buf, size_t len) {
   if (!ManagedShm(fd)) return Real().read(fd, buf, len);
-  return RecvOne(fd, buf, len, 0);
+  return san_recv(fd, buf, len, 0);
 }
 
 ssize_t __read_chk(int fd, void* buf, size_t len, size_t buflen) {
   if (!ManagedShm(fd)) return Real().read_chk(fd, buf, len, buflen);
   if (len > buflen) __chk_fail();
-  return RecvOne(fd, buf, len, 0);
+  return san_recv(fd, buf, len, 0);
 }
 
 ssize_t write(int fd, const void* buf, size_t len) {
   if (!ManagedShm(fd)) return Real().write(fd, buf, len);
-  return SendOne(fd, buf, len, 0);
+  return san_send(fd, buf, len, 0);
 }
 
 ssize_t readv(int fd, const iovec* iov, int iovcnt) {
@@ -109,30 +100,30 @@ ssize_t writev(int fd, const iovec* iov, int iovcnt) {
 
 ssize_t send(int fd, const void* buf, size_t len, int flags) {
   if (!ManagedShm(fd)) return Real().send(fd, buf, len, flags);
-  return SendOne(fd, buf, len, flags);
+  return san_send(fd, buf, len, flags);
 }
 
 ssize_t recv(int fd, void* buf, size_t len, int flags) {
   if (!ManagedShm(fd)) return Real().recv(fd, buf, len, flags);
-  return RecvOne(fd, buf, len, flags);
+  return san_recv(fd, buf, len, flags);
 }
 
 ssize_t __recv_chk(int fd, void* buf, size_t len, size_t buflen, int flags) {
   if (!ManagedShm(fd)) return Real().recv_chk(fd, buf, len, buflen, flags);
   if (len > buflen) __chk_fail();
-  return RecvOne(fd, buf, len, flags);
+  return san_recv(fd, buf, len, flags);
 }
 
 // A connected stream socket ignores sendto's address (as TCP does) and reports no source address.
 ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* addr,
                socklen_t addr_len) {
   if (!ManagedShm(fd)) return Real().sendto(fd, buf, len, flags, addr, addr_len);
-  return SendOne(fd, buf, len, flags);
+  return san_send(fd, buf, len, flags);
 }
 
 ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* addr, socklen_t* addr_len) {
   if (!ManagedShm(fd)) return Real().recvfrom(fd, buf, len, flags, addr, addr_len);
-  const ssize_t n = RecvOne(fd, buf, len, flags);
+  const ssize_t n = san_recv(fd, buf, len, flags);
   if (n >= 0 && addr && addr_len) *addr_len = 0;
   return n;
 }

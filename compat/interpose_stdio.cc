@@ -14,6 +14,7 @@
 
 #include "compat/managed.h"
 #include "compat/real_calls.h"
+#include "san/san.h"
 #include "socket/socket_ops.h"
 
 using san::compat::ManagedShm;
@@ -24,16 +25,14 @@ namespace {
 int FdOf(void* cookie) { return static_cast<int>(reinterpret_cast<intptr_t>(cookie)); }
 
 ssize_t CookieRead(void* cookie, char* buf, size_t len) {
-  iovec iov{buf, len};
-  return san::RecvIov(FdOf(cookie), &iov, 1, 0);  // -1 sets the FILE's error flag
+  return san_recv(FdOf(cookie), buf, len, 0);  // -1 sets the FILE's error flag
 }
 
 // stdio expects everything written (or an error): send until done.
 ssize_t CookieWrite(void* cookie, const char* buf, size_t len) {
   size_t done = 0;
   while (done < len) {
-    iovec iov{const_cast<char*>(buf) + done, len - done};
-    const ssize_t n = san::SendIov(FdOf(cookie), &iov, 1, 0);
+    const ssize_t n = san_send(FdOf(cookie), buf + done, len - done, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       return done > 0 ? static_cast<ssize_t>(done) : -1;

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/control_name.h"
 #include "common/fd_placement.h"
+#include "common/scm_rights.h"
 #include "proto/close_state.h"
 #include "socket/handover.h"
 #include "socket/kernel.h"
@@ -106,40 +107,11 @@ namespace {
 
 // Reads exactly n bytes of a request, waiting at most ~200 ms in all (the connection thread has
 // other work; a client that does not send its request promptly is dropped). Fds that come with
-// the bytes are collected in *fds (owned, closed with it) when given, else closed.
+// the bytes are collected in *fds when given, else closed.
 bool ReadRequest(int fd, void* out, size_t n, uint64_t deadline_ns,
                  std::vector<UniqueFd>* fds = nullptr) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    iovec iov{p, n};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = control;
-    mh.msg_controllen = sizeof control;
-    const ssize_t r = kernel::recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); r > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
-      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-      for (size_t k = 0; k < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++k) {
-        int got;
-        memcpy(&got, CMSG_DATA(cm) + k * sizeof(int), sizeof got);
-        UniqueFd owned(got);
-        if (fds) fds->push_back(std::move(owned));
-      }
-    }
-    if (r > 0) {
-      p += r;
-      n -= static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0 || (errno != EAGAIN && errno != EINTR)) return false;
-    const uint64_t now = NowNs();
-    if (now >= deadline_ns) return false;
-    pollfd pfd{fd, POLLIN, 0};
-    kernel::poll(&pfd, 1, static_cast<int>((deadline_ns - now) / 1000000) + 1);
-  }
-  return true;
+  std::vector<UniqueFd> unwanted;
+  return ReceiveExactly(fd, out, n, fds ? fds : &unwanted, deadline_ns).ok();
 }
 
 void SendReport(int fd, const std::string& report) {

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/control_name.h"
+#include "common/scm_rights.h"
 #include "socket/control_service.h"
 #include "socket/kernel.h"
 
@@ -52,15 +53,7 @@ Status SendAll(int sock, std::vector<iovec> iov, const std::vector<int>& fds) {
     msghdr mh{};
     mh.msg_iov = iov.data() + first;
     mh.msg_iovlen = iov.size() - first;
-    if (!fds_sent) {
-      mh.msg_control = control;
-      mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-      cmsghdr* cm = CMSG_FIRSTHDR(&mh);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-      memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
-    }
+    if (!fds_sent) PackRights(fds.data(), fds.size(), control, &mh);
     ssize_t n = kernel::sendmsg(sock, &mh, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -78,8 +71,10 @@ Status SendAll(int sock, std::vector<iovec> iov, const std::vector<int>& fds) {
   return Status::Ok();
 }
 
-// Receives exactly len bytes, collecting any fds that come with them.
-Status RecvAll(int sock, void* out, size_t len, std::vector<UniqueFd>* fds, uint64_t deadline_ns) {
+}  // namespace
+
+Status ReceiveExactly(int sock, void* out, size_t len, std::vector<UniqueFd>* fds,
+                      uint64_t deadline_ns) {
   auto* p = static_cast<char*>(out);
   while (len > 0) {
     iovec iov{p, len};
@@ -90,15 +85,7 @@ Status RecvAll(int sock, void* out, size_t len, std::vector<UniqueFd>* fds, uint
     mh.msg_control = control;
     mh.msg_controllen = sizeof control;
     const ssize_t n = kernel::recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
-      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-      const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-        fds->emplace_back(fd);  // owned (and closed) whatever happens next
-      }
-    }
+    if (n > 0) TakeRights(mh, fds);  // owned (and closed) whatever happens next
     if (n > 0) {
       if (mh.msg_flags & MSG_CTRUNC) return Status(EPROTO, "handover: too many fds");
       p += n;
@@ -113,8 +100,6 @@ Status RecvAll(int sock, void* out, size_t len, std::vector<UniqueFd>* fds, uint
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 Status SendHandover(int sock, proto::Stream* stream, int error) {
   HandoverHeader h{};
@@ -176,7 +161,7 @@ Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto
   }
   HandoverHeader h;
   std::vector<UniqueFd> fds;
-  if (Status st = RecvAll(sock.get(), &h, sizeof h, &fds, deadline); !st.ok()) return st;
+  if (Status st = ReceiveExactly(sock.get(), &h, sizeof h, &fds, deadline); !st.ok()) return st;
   if (h.magic != kMagic || h.version != kVersion) return Status(EPROTO, "handover: header");
   if (h.status != 0) return Status(h.status, "handover: owner");
   if (h.num_fds > kMaxFds || h.endpoint_state_bytes > kMaxState ||
@@ -186,12 +171,13 @@ Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto
   proto::StreamImage image;
   image.endpoint.state.resize(h.endpoint_state_bytes);
   image.state.resize(h.stream_state_bytes);
-  if (Status st = RecvAll(sock.get(), image.endpoint.state.data(), image.endpoint.state.size(),
-                          &fds, deadline);
+  if (Status st = ReceiveExactly(sock.get(), image.endpoint.state.data(),
+                                 image.endpoint.state.size(), &fds, deadline);
       !st.ok()) {
     return st;
   }
-  if (Status st = RecvAll(sock.get(), image.state.data(), image.state.size(), &fds, deadline);
+  if (Status st =
+          ReceiveExactly(sock.get(), image.state.data(), image.state.size(), &fds, deadline);
       !st.ok()) {
     return st;
   }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "common/status.h"
 #include "fabric/provider.h"
@@ -26,6 +27,11 @@
 
 namespace san {
 
+// Receives exactly len bytes on a nonblocking-capable socket, waiting until deadline_ns at most,
+// and takes every fd that comes with them into *fds (common/scm_rights.h). Also how the control
+// service reads requests.
+Status ReceiveExactly(int sock, void* out, size_t len, std::vector<UniqueFd>* fds,
+                      uint64_t deadline_ns);
 // Owner side, after reading a claim: sends `stream` (exported) to the claimer, or `error` if
 // stream is null. On success the stream object must only be destroyed afterwards.
 Status SendHandover(int sock, proto::Stream* stream, int error);

@@ -84,15 +84,7 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
   }
   if (sans.empty()) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
 
-  const uint64_t start = NowNs();
-  const uint64_t spin_end = start + uint64_t{Runtime::Get().config().spin_us} * 1000;
-  auto remaining_ms = [&]() -> int {
-    if (timeout_ms < 0) return -1;
-    const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-    return elapsed_ms >= static_cast<uint64_t>(timeout_ms)
-               ? 0
-               : timeout_ms - static_cast<int>(elapsed_ms);
-  };
+  const WaitBudget budget(timeout_ms, Runtime::Get().config().spin_us);
   for (int round = 0;; ++round) {
     // Look at everything: SAN state directly, kernel fds without waiting.
     int ready = 0;
@@ -110,9 +102,9 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
       if (p.revents) ++ready;
     }
     if (ready > 0) return ready;
-    const int left = remaining_ms();
+    const int left = budget.remaining_ms();
     if (left == 0) return 0;
-    if (NowNs() < spin_end) {
+    if (budget.spinning()) {
       CpuRelax();
       continue;
     }

@@ -37,15 +37,27 @@ sockaddr_in6 V6(const char* ip, uint16_t port) {
   return a;
 }
 
+sockaddr_in V4(const char* ip, uint16_t port) {
+  sockaddr_in a = Loopback(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
 Verdict At(const Rules& r, const char* prog, const sockaddr* addr, socklen_t len) {
   return r.Evaluate(RuleSubject{prog, addr, len});
+}
+
+// The verdict for a connection to `addr` (any sockaddr_in/sockaddr_in6).
+template <typename Addr>
+Verdict At(const Rules& r, const char* prog, const Addr& addr) {
+  return At(r, prog, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
 }
 
 TEST(RulesTest, EmptyAllowsEverything) {
   Rules r = Parsed("");
   sockaddr_in a = Loopback(80);
   EXPECT_EQ(At(r, "curl", nullptr, 0), Verdict::kAllow);
-  EXPECT_EQ(At(r, "curl", reinterpret_cast<sockaddr*>(&a), sizeof a), Verdict::kAllow);
+  EXPECT_EQ(At(r, "curl", a), Verdict::kAllow);
   EXPECT_TRUE(Parsed("  ;\n# only a comment\n;;").empty());
 }
 
@@ -73,34 +85,26 @@ TEST(RulesTest, PortRangesAndPrefixes) {
       "deny port=6000-6009 addr=127.0.0.0/8; deny addr=10.1.0.0/16; "
       "deny addr=fd00::/8 port=443");
   sockaddr_in x = Loopback(6005), y = Loopback(6010);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&x), sizeof x), Verdict::kDeny);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&y), sizeof y), Verdict::kAllow);
-  sockaddr_in ten{};
-  ten.sin_family = AF_INET;
-  inet_pton(AF_INET, "10.1.200.3", &ten.sin_addr);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&ten), sizeof ten), Verdict::kDeny);
-  inet_pton(AF_INET, "10.2.0.3", &ten.sin_addr);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&ten), sizeof ten), Verdict::kAllow);
+  EXPECT_EQ(At(r, "p", x), Verdict::kDeny);
+  EXPECT_EQ(At(r, "p", y), Verdict::kAllow);
+  EXPECT_EQ(At(r, "p", V4("10.1.200.3", 80)), Verdict::kDeny);
+  EXPECT_EQ(At(r, "p", V4("10.2.0.3", 80)), Verdict::kAllow);
   sockaddr_in6 ula = V6("fd12::1", 443), other = V6("fe80::1", 443), ula80 = V6("fd12::1", 80);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&ula), sizeof ula), Verdict::kDeny);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&other), sizeof other), Verdict::kAllow);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&ula80), sizeof ula80), Verdict::kAllow);
+  EXPECT_EQ(At(r, "p", ula), Verdict::kDeny);
+  EXPECT_EQ(At(r, "p", other), Verdict::kAllow);
+  EXPECT_EQ(At(r, "p", ula80), Verdict::kAllow);
 }
 
 TEST(RulesTest, MappedAddressesCountAsIpv4) {
   Rules r = Parsed("deny addr=127.0.0.1");
   sockaddr_in6 mapped = V6("::ffff:127.0.0.1", 80);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&mapped), sizeof mapped), Verdict::kDeny);
+  EXPECT_EQ(At(r, "p", mapped), Verdict::kDeny);
 }
 
 TEST(RulesTest, PrefixBitsInsideAByte) {
   Rules r = Parsed("deny addr=192.168.1.128/25");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  inet_pton(AF_INET, "192.168.1.200", &a.sin_addr);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&a), sizeof a), Verdict::kDeny);
-  inet_pton(AF_INET, "192.168.1.100", &a.sin_addr);
-  EXPECT_EQ(At(r, "p", reinterpret_cast<sockaddr*>(&a), sizeof a), Verdict::kAllow);
+  EXPECT_EQ(At(r, "p", V4("192.168.1.200", 80)), Verdict::kDeny);
+  EXPECT_EQ(At(r, "p", V4("192.168.1.100", 80)), Verdict::kAllow);
 }
 
 TEST(RulesTest, ErrorsNameLineAndColumn) {

@@ -457,20 +457,29 @@ void RoundTrip(int fd, uint64_t pos, size_t n) {
 // The parent's close thread has run (it now sleeps on its condition variable) when it forks; the
 // child then closes a SAN socket of its own, which wakes the child's close thread. The child's copy
 // of the condition variable must not still count the parent's sleeping thread as a waiter.
+// A SAN listener, a client connected to it and the accepted end, checked to be on shm.
+struct Connected {
+  uint16_t port = 0;
+  int listener = -1, client = -1, accepted = -1;
+};
+void ConnectThroughListener(Connected* c) {
+  c->listener = SanListener(&c->port);
+  ASSERT_GE(c->listener, 0);
+  c->client = SanConnect(c->port);
+  ASSERT_GE(c->client, 0);
+  c->accepted = san_accept(c->listener, nullptr, nullptr);
+  ASSERT_GE(c->accepted, 0);
+  ASSERT_TRUE(IsShm(c->accepted));
+}
+
 TEST(SocketFork, ChildClosesSocketAfterParentsCloseThreadRan) {
   Watchdog dog(30);
-  uint16_t port = 0;
-  const int lfd = SanListener(&port);
-  ASSERT_GE(lfd, 0);
-  {
-    const int fd = SanConnect(port);
-    ASSERT_GE(fd, 0);
-    const int c = san_accept(lfd, nullptr, nullptr);
-    ASSERT_GE(c, 0);
-    ASSERT_TRUE(IsShm(c));
-    EXPECT_EQ(san_close(fd), 0);  // starts our close thread
-    EXPECT_EQ(san_close(c), 0);
-  }
+  Connected first;
+  ASSERT_NO_FATAL_FAILURE(ConnectThroughListener(&first));
+  const uint16_t port = first.port;
+  const int lfd = first.listener;
+  EXPECT_EQ(san_close(first.client), 0);  // starts our close thread
+  EXPECT_EQ(san_close(first.accepted), 0);
   SleepMs(100);  // both finished; the close thread sleeps
   for (int round = 0; round < 3; ++round) {
     Channel go;
@@ -502,13 +511,9 @@ TEST(SocketFork, ChildClosesSocketAfterParentsCloseThreadRan) {
 // whose TID differs from the locker's: the child used to hang here forever).
 TEST(SocketFork, ChildClosesInheritedSocketsAtOnce) {
   Watchdog dog(30);
-  uint16_t port = 0;
-  const int lfd = SanListener(&port);
-  ASSERT_GE(lfd, 0);
-  const int fd = SanConnect(port);
-  ASSERT_GE(fd, 0);
-  const int c = san_accept(lfd, nullptr, nullptr);
-  ASSERT_GE(c, 0);
+  Connected conn;
+  ASSERT_NO_FATAL_FAILURE(ConnectThroughListener(&conn));
+  const int lfd = conn.listener, fd = conn.client, c = conn.accepted;
   Child child([&]() -> int {
     if (san_close(lfd) != 0 || san_close(c) != 0) return kSendFailed;
     ChildExit(0);

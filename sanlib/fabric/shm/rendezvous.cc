@@ -10,6 +10,7 @@
 #include "fabric/address.h"
 
 #include "common/fd_placement.h"
+#include "common/scm_rights.h"
 
 namespace san::fabric::shm {
 namespace {
@@ -75,16 +76,8 @@ Status SendMessage(int sock, const void* msg, size_t len, const int* fds, int nu
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kRequestFds)] = {};
-  if (num_fds > 0) {
-    if (num_fds > kRequestFds) return Status(EINVAL, "SendMessage: too many fds");
-    mh.msg_control = control;
-    mh.msg_controllen = CMSG_SPACE(sizeof(int) * num_fds);
-    cmsghdr* cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int) * num_fds);
-    std::memcpy(CMSG_DATA(cm), fds, sizeof(int) * num_fds);
-  }
+  if (num_fds > kRequestFds) return Status(EINVAL, "SendMessage: too many fds");
+  PackRights(fds, static_cast<size_t>(num_fds), control, &mh);
   ssize_t n;
   do {
     n = sendmsg(sock, &mh, MSG_NOSIGNAL);
@@ -115,15 +108,7 @@ Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fd
 
   // Take ownership of every fd first, whatever else is wrong with the message.
   std::vector<UniqueFd> received;
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      received.emplace_back(PlaceHigh(fd));
-    }
-  }
+  TakeRights(mh, &received);
   if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) != len ||
       received.size() != static_cast<size_t>(num_fds)) {
     return Status(EPROTO, "recvmsg(shm rendezvous): malformed message");
