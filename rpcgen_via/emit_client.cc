@@ -11,14 +11,7 @@ void WriteStub(const EmitContext& c, const Procedure& p, const Version& v, CodeW
   std::string params;
   std::string arg_expr;  // what clnt_call gets as the argument pointer
   if (n) {
-    if (!HasVoidArg(p)) {
-      for (size_t i = 0; i < p.args.size(); ++i) {
-        params.append(Spaced(ArgCType(c, p, i)))
-            .append("arg")
-            .append(std::to_string(i + 1))
-            .append(", ");
-      }
-    }
+    params = NewstyleParams(c, p);
     arg_expr = HasArgumentStruct(p) ? "(caddr_t) &arg"
                : HasVoidArg(p)      ? "(caddr_t) NULL"
                                     : "(caddr_t) &arg1";

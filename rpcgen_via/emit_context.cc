@@ -58,6 +58,15 @@ bool HasVoidResult(const Procedure& p) {
 
 bool HasArgumentStruct(const Procedure& p) { return p.args.size() > 1; }
 
+std::string NewstyleParams(const EmitContext& c, const Procedure& p) {
+  std::string params;
+  if (HasVoidArg(p)) return params;
+  for (size_t i = 0; i < p.args.size(); ++i) {
+    params.append(Spaced(ArgCType(c, p, i))).append(Cat("arg", std::to_string(i + 1), ", "));
+  }
+  return params;
+}
+
 std::string ArgXdrProc(const EmitContext& c, const Procedure& p, const Version& v) {
   if (HasArgumentStruct(p)) return Cat("xdr_", ArgumentStructName(p, v));
   if (HasVoidArg(p)) return "xdr_void";
@@ -87,6 +96,16 @@ Definition ArgumentStruct(const Procedure& p, const Version& v) {
     d.fields.push_back(std::move(f));
   }
   return d;
+}
+
+std::vector<Definition> ArgumentStructs(const Definition& program) {
+  std::vector<Definition> structs;
+  for (const Version& v : program.versions) {
+    for (const Procedure& p : v.procedures) {
+      if (HasArgumentStruct(p)) structs.push_back(ArgumentStruct(p, v));
+    }
+  }
+  return structs;
 }
 
 void WriteBanner(CodeWriter* out) {

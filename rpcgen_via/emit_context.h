@@ -39,6 +39,9 @@ std::string DispatchName(const Definition& program, const Version& v);
 // "two_1_argument": the structure carrying several -N arguments.
 std::string ArgumentStructName(const Procedure& p, const Version& v);
 
+// The -N parameters of a procedure, "point arg1, char *arg2, " (each followed by ", "), as both
+// client stub and server function take them; empty when the argument is void.
+std::string NewstyleParams(const EmitContext& c, const Procedure& p);
 // The C type of a procedure's argument i / result: "point", "char *" for string, "void".
 std::string ArgCType(const EmitContext& c, const Procedure& p, size_t i);
 std::string ResultCType(const EmitContext& c, const Procedure& p);
@@ -59,6 +62,9 @@ bool HasArgumentStruct(const Procedure& p);
 // The argument struct of a -N procedure with several arguments, as an ordinary struct definition
 // (members arg1, arg2, ...), so header and XDR emitters treat it like any other struct.
 Definition ArgumentStruct(const Procedure& p, const Version& v);
+// Every argument struct of a program, version by version, procedure by procedure (the order
+// rpcgen writes them in); empty without -N procedures of several arguments.
+std::vector<Definition> ArgumentStructs(const Definition& program);
 
 // Writes the generated-file banner and the pass-through lines (all of them, for outputs whose
 // content does not follow the order of definitions).

@@ -90,11 +90,7 @@ std::string Parameters(const EmitContext& c, const Procedure& p, bool for_server
 
 void WriteProgram(const EmitContext& c, const Definition& d, std::set<std::string>* defined,
                   CodeWriter* out) {
-  for (const Version& v : d.versions) {
-    for (const Procedure& p : v.procedures) {
-      if (HasArgumentStruct(p)) WriteStruct(c, ArgumentStruct(p, v), out);
-    }
-  }
+  for (const Definition& s : ArgumentStructs(d)) WriteStruct(c, s, out);
   out->Line("#define ", d.name, " ", d.program_number);
   for (const Version& v : d.versions) {
     out->Line("#define ", v.name, " ", v.number);
@@ -191,11 +187,7 @@ std::string EmitHeader(const EmitContext& c) {
         d.kind == DefKind::kTypedef) {
       WriteXdrPrototype(c, d, &out);
     } else if (d.kind == DefKind::kProgram) {
-      for (const Version& v : d.versions) {
-        for (const Procedure& p : v.procedures) {
-          if (HasArgumentStruct(p)) WriteXdrPrototype(c, ArgumentStruct(p, v), &out);
-        }
-      }
+      for (const Definition& s : ArgumentStructs(d)) WriteXdrPrototype(c, s, &out);
     }
   }
   out.Line();

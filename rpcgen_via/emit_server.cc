@@ -1,5 +1,7 @@
 #include "rpcgen_via/emit_server.h"
 
+#include <functional>
+
 namespace san::rpcgen {
 namespace {
 
@@ -42,6 +44,25 @@ bool HasNullProc(const Version& v) {
   return false;
 }
 
+// The dispatcher's storage for arguments or results: a union with a member `<stub><suffix>` of
+// type `type_of(p)` per procedure, skipping those it gives "" (void). C wants a member, so a union
+// with none gets a placeholder.
+void WriteProcedureUnion(const Version& v, const char* suffix, const char* name, CodeWriter* out,
+                         const std::function<std::string(const Procedure&)>& type_of) {
+  out->Line("union {");
+  out->Indent();
+  bool any = false;
+  for (const Procedure& p : v.procedures) {
+    const std::string t = type_of(p);
+    if (t.empty()) continue;
+    any = true;
+    out->Line(Spaced(t), StubName(p, v), suffix, ";");
+  }
+  if (!any) out->Line("int unused_;");
+  out->Dedent();
+  out->Line("} ", name, ";");
+}
+
 // Without our main() (-m) the dispatch functions are external, for the user's main to register.
 void WriteDispatch(const EmitContext& c, const Definition& prog, const Version& v, bool with_main,
                    CodeWriter* out) {
@@ -54,31 +75,14 @@ void WriteDispatch(const EmitContext& c, const Definition& prog, const Version& 
   out->Line(DispatchName(prog, v), "(struct svc_req *rqstp, SVCXPRT *transp)");
   out->Line("{");
   out->Indent();
-  out->Line("union {");
-  out->Indent();
-  bool any_arg = false;
-  for (const Procedure& p : v.procedures) {
-    if (HasVoidArg(p)) continue;
-    any_arg = true;
-    const std::string t = HasArgumentStruct(p) ? ArgumentStructName(p, v) : ArgCType(c, p, 0);
-    out->Line(t, t.back() == '*' ? "" : " ", StubName(p, v), "_arg;");
-  }
-  if (!any_arg) out->Line("int unused_;");
-  out->Dedent();
-  out->Line("} argument;");
+  WriteProcedureUnion(v, "_arg", "argument", out, [&](const Procedure& p) {
+    if (HasVoidArg(p)) return std::string();
+    return HasArgumentStruct(p) ? ArgumentStructName(p, v) : ArgCType(c, p, 0);
+  });
   if (mt) {
-    out->Line("union {");
-    out->Indent();
-    bool any_res = false;
-    for (const Procedure& p : v.procedures) {
-      if (HasVoidResult(p)) continue;
-      any_res = true;
-      const std::string t = ResultCType(c, p);
-      out->Line(t, t.back() == '*' ? "" : " ", StubName(p, v), "_res;");
-    }
-    if (!any_res) out->Line("int unused_;");
-    out->Dedent();
-    out->Line("} result;");
+    WriteProcedureUnion(v, "_res", "result", out, [&](const Procedure& p) {
+      return HasVoidResult(p) ? std::string() : ResultCType(c, p);
+    });
     out->Line("bool_t retval;");
   } else {
     out->Line("char *result;");

@@ -91,11 +91,7 @@ std::string EmitXdr(const EmitContext& c) {
         Close(&out);
         break;
       case DefKind::kProgram:
-        for (const Version& v : d.versions) {
-          for (const Procedure& p : v.procedures) {
-            if (HasArgumentStruct(p)) WriteStruct(c, ArgumentStruct(p, v), &out);
-          }
-        }
+        for (const Definition& s : ArgumentStructs(d)) WriteStruct(c, s, &out);
         break;
     }
   }

@@ -50,12 +50,25 @@ bool SetSingle(Options* o, OutputKind kind, std::string* error) {
   return true;
 }
 
+// The file a one-file flag (-c, -h, -l, -m) asks for.
+OutputKind SingleFileKind(char flag) {
+  switch (flag) {
+    case 'c':
+      return OutputKind::kXdr;
+    case 'h':
+      return OutputKind::kHeader;
+    case 'l':
+      return OutputKind::kClient;
+    default:
+      return OutputKind::kServerNoMain;  // 'm'
+  }
+}
+
 }  // namespace
 
 bool ParseOptions(int argc, const char* const* argv, Options* o, std::string* error) {
   *o = Options{};
   bool s_given = false;
-  bool single_flag = false;  // -c/-h/-l/-m/-S?: -s then only names the nettypes
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help") {
@@ -109,20 +122,10 @@ bool ParseOptions(int argc, const char* const* argv, Options* o, std::string* er
           o->syslog_errors = true;
           break;
         case 'c':
-          single_flag = true;
-          if (!SetSingle(o, OutputKind::kXdr, error)) return false;
-          break;
         case 'h':
-          single_flag = true;
-          if (!SetSingle(o, OutputKind::kHeader, error)) return false;
-          break;
         case 'l':
-          single_flag = true;
-          if (!SetSingle(o, OutputKind::kClient, error)) return false;
-          break;
         case 'm':
-          single_flag = true;
-          if (!SetSingle(o, OutputKind::kServerNoMain, error)) return false;
+          if (!SetSingle(o, SingleFileKind(f), error)) return false;
           break;
         case 'S': {
           if (j + 1 >= arg.size()) {
@@ -138,7 +141,6 @@ bool ParseOptions(int argc, const char* const* argv, Options* o, std::string* er
             *error = Cat("unknown option -S", std::string(1, w), " (use -Sc, -Ss or -Sm)");
             return false;
           }
-          single_flag = true;
           if (!SetSingle(o, k, error)) return false;
           break;
         }
@@ -198,7 +200,8 @@ bool ParseOptions(int argc, const char* const* argv, Options* o, std::string* er
       }
     }
   }
-  if (s_given && !single_flag && !o->samples) {
+  // o->single so far means a one-file flag (-c/-h/-l/-m/-S?): -s then only names the nettypes.
+  if (s_given && !o->single && !o->samples) {
     // `rpcgen -s nettype infile`: the server file alone.
     o->single = true;
     o->kind = OutputKind::kServer;

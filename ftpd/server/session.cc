@@ -375,15 +375,10 @@ void Session::DoSite(const Command& cmd) {
     Reply(501, "SITE CHMOD mode must be octal.");
     return;
   }
-  if (!RequireWrite()) return;
-  std::optional<std::string> path = Resolve(arg.substr(s2 + 1));
+  std::optional<std::string> path = ResolveForWrite(arg.substr(s2 + 1));
   if (!path) return;
-  const Status st = jail_->Chmod(*path, static_cast<mode_t>(std::stoul(mode_text, nullptr, 8)));
-  if (!st.ok()) {
-    ReplyFsError(st, "SITE CHMOD");
-    return;
-  }
-  Reply(200, "SITE CHMOD command ok.");
+  ReplyFsResult(jail_->Chmod(*path, static_cast<mode_t>(std::stoul(mode_text, nullptr, 8))),
+                "SITE CHMOD", 200, "SITE CHMOD command ok.");
 }
 
 void Session::DoStat(const Command& cmd) {

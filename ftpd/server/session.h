@@ -57,7 +57,11 @@ class Session {
   // Names and the file system (session_fs.cc).
   std::optional<std::string> Resolve(const std::string& arg);
   bool RequireWrite();
+  // RequireWrite, then Resolve: the path a write command may change, or nullopt (replied).
+  std::optional<std::string> ResolveForWrite(const std::string& arg);
   void ReplyFsError(const Status& s, const std::string& what);
+  // The success reply if `s` is ok, else ReplyFsError(s, what).
+  void ReplyFsResult(const Status& s, const std::string& what, int code, std::string_view text);
   void DoPwd();
   void DoCwd(const std::string& arg);
   void DoMkd(const Command& cmd);

@@ -37,6 +37,20 @@ bool Session::RequireWrite() {
   return false;
 }
 
+std::optional<std::string> Session::ResolveForWrite(const std::string& arg) {
+  if (!RequireWrite()) return std::nullopt;
+  return Resolve(arg);
+}
+
+void Session::ReplyFsResult(const Status& s, const std::string& what, int code,
+                            std::string_view text) {
+  if (s.ok()) {
+    Reply(code, text);
+  } else {
+    ReplyFsError(s, what);
+  }
+}
+
 void Session::ReplyFsError(const Status& s, const std::string& what) {
   switch (s.code()) {
     case ENOENT:
@@ -88,48 +102,29 @@ void Session::DoCwd(const std::string& arg) {
 }
 
 void Session::DoMkd(const Command& cmd) {
-  if (!RequireWrite()) return;
-  std::optional<std::string> p = Resolve(cmd.arg);
+  std::optional<std::string> p = ResolveForWrite(cmd.arg);
   if (!p) return;
-  const Status st = jail_->MakeDir(*p, 0755);
-  if (!st.ok()) {
-    ReplyFsError(st, "MKD");
-    return;
-  }
-  Reply(257, Quote(*p) + " created.");
+  ReplyFsResult(jail_->MakeDir(*p, 0755), "MKD", 257, Quote(*p) + " created.");
 }
 
 void Session::DoRmd(const Command& cmd) {
-  if (!RequireWrite()) return;
-  std::optional<std::string> p = Resolve(cmd.arg);
+  std::optional<std::string> p = ResolveForWrite(cmd.arg);
   if (!p) return;
   if (*p == "/") {
     Reply(550, "RMD: cannot remove the root.");
     return;
   }
-  const Status st = jail_->RemoveDir(*p);
-  if (!st.ok()) {
-    ReplyFsError(st, "RMD");
-    return;
-  }
-  Reply(250, "Directory removed.");
+  ReplyFsResult(jail_->RemoveDir(*p), "RMD", 250, "Directory removed.");
 }
 
 void Session::DoDele(const Command& cmd) {
-  if (!RequireWrite()) return;
-  std::optional<std::string> p = Resolve(cmd.arg);
+  std::optional<std::string> p = ResolveForWrite(cmd.arg);
   if (!p) return;
-  const Status st = jail_->Unlink(*p);
-  if (!st.ok()) {
-    ReplyFsError(st, "DELE");
-    return;
-  }
-  Reply(250, "File deleted.");
+  ReplyFsResult(jail_->Unlink(*p), "DELE", 250, "File deleted.");
 }
 
 void Session::DoRnfr(const Command& cmd) {
-  if (!RequireWrite()) return;
-  std::optional<std::string> p = Resolve(cmd.arg);
+  std::optional<std::string> p = ResolveForWrite(cmd.arg);
   if (!p) return;
   Result<struct stat> st = jail_->Lstat(*p);
   if (!st.ok()) {
@@ -145,15 +140,9 @@ void Session::DoRnfr(const Command& cmd) {
 }
 
 void Session::DoRnto(const Command& cmd) {
-  if (!RequireWrite()) return;
-  std::optional<std::string> p = Resolve(cmd.arg);
+  std::optional<std::string> p = ResolveForWrite(cmd.arg);
   if (!p) return;
-  const Status st = jail_->Rename(*rename_from_, *p);
-  if (!st.ok()) {
-    ReplyFsError(st, "RNTO");
-    return;
-  }
-  Reply(250, "Rename successful.");
+  ReplyFsResult(jail_->Rename(*rename_from_, *p), "RNTO", 250, "Rename successful.");
 }
 
 void Session::DoSize(const Command& cmd) {

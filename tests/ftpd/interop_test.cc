@@ -51,6 +51,13 @@ bool WaitListening(int port) {
   return false;
 }
 
+// Writes `n` pseudo-random bytes (RandomBytes `seed`) to `path`; returns their checksum, which the
+// copies the peers make must match.
+std::string WriteRandomFile(const std::string& path, size_t n, unsigned seed) {
+  WriteFile(path, RandomBytes(n, seed));
+  return Checksum(path);
+}
+
 std::string Lftp(const std::string& open_url, const std::string& commands, bool passive) {
   const std::string script = std::string("set ftp:ssl-allow no; set net:max-retries 1; "
                                          "set net:timeout 10; set cmd:fail-exit yes; "
@@ -65,8 +72,7 @@ TEST(FtpInterop, CurlUploadDownloadListResumePassiveAndActive) {
   FtpdServer s;
   ASSERT_TRUE(s.ok()) << s.log();
   TempDir local;
-  WriteFile(local / "src.bin", RandomBytes(3 << 20, 7));
-  const std::string sum = Checksum(local / "src.bin");
+  const std::string sum = WriteRandomFile(local / "src.bin", 3 << 20, 7);
   // Upload (passive, EPSV), then download it three ways: EPSV, PASV and active (EPRT/PORT).
   RunResult up = RunProgram({"curl", "-sS", "-T", local / "src.bin", s.url("up.bin")});
   ASSERT_EQ(up.exit_code, 0) << up.err;
@@ -109,8 +115,7 @@ TEST(FtpInterop, LftpPassiveAndActive) {
   FtpdServer s;
   ASSERT_TRUE(s.ok());
   TempDir local;
-  WriteFile(local / "src.bin", RandomBytes(2 << 20, 11));
-  const std::string sum = Checksum(local / "src.bin");
+  const std::string sum = WriteRandomFile(local / "src.bin", 2 << 20, 11);
   const std::string open = "-u alice,secret ftp://127.0.0.1:" + std::to_string(s.port());
   for (bool passive : {true, false}) {
     SCOPED_TRACE(passive ? "passive" : "active");
@@ -140,8 +145,7 @@ TEST(FtpInterop, TnftpPassiveActiveResume) {
   FtpdServer s;
   ASSERT_TRUE(s.ok());
   TempDir local;
-  WriteFile(local / "src.bin", RandomBytes(2 << 20, 13));
-  const std::string sum = Checksum(local / "src.bin");
+  const std::string sum = WriteRandomFile(local / "src.bin", 2 << 20, 13);
   WriteFile(local / "part.bin", ReadFile(local / "src.bin").substr(0, 333333));
   const std::string script =
       "user alice secret\nbinary\n"
@@ -165,8 +169,7 @@ TEST(FtpInterop, FtpClientAgainstFtpdIsAcceleratedBothWays) {
   FtpdServer s;
   ASSERT_TRUE(s.ok());
   TempDir local;
-  WriteFile(local / "src.bin", RandomBytes(5 << 20, 3));
-  const std::string sum = Checksum(local / "src.bin");
+  const std::string sum = WriteRandomFile(local / "src.bin", 5 << 20, 3);
   for (const char* mode : {"--timeout=20000", "--active"}) {
     SCOPED_TRACE(mode);
     RunResult put = RunProgram({FTP_CLIENT_BIN, "-v", mode, "--put", local / "src.bin", s.url("up.bin")});

@@ -27,17 +27,24 @@ void ExpectServerAlive(const FtpdServer& s) {
   EXPECT_EQ(c.Cmd("NOOP"), 200);
 }
 
-std::string Retr(RawClient& c, const std::string& path, int* final_code) {
+// The code of the next reply: for pipelined commands and replies that come unasked.
+int NextCode(RawClient& c) {
+  c.Reply();
+  return c.code();
+}
+
+// Runs a data command (RETR, LIST, NLST, MLSD) on a fresh passive connection: what came on it
+// ("" if the command was refused), and the final reply code in *final_code.
+std::string Fetch(RawClient& c, const std::string& command, int* final_code) {
   const int data = c.PassiveData();
   if (data < 0) return "<no data connection>";
-  if (c.Cmd("RETR " + path) != 150) {
+  if (c.Cmd(command) != 150) {
     close(data);
     *final_code = c.code();
     return "";
   }
   std::string got = ReadAll(data);
-  c.Reply();
-  *final_code = c.code();
+  *final_code = NextCode(c);
   return got;
 }
 
@@ -45,8 +52,7 @@ TEST(FtpSession, LoginRequiredAndFailedLoginsEndTheConnection) {
   FtpdServer s({"--max-login-failures", "3"});
   ASSERT_TRUE(s.ok()) << s.log();
   RawClient c(s.port());
-  c.Reply();
-  EXPECT_EQ(c.code(), 220);
+  EXPECT_EQ(NextCode(c), 220);
   EXPECT_EQ(c.Cmd("LIST"), 530);
   EXPECT_EQ(c.Cmd("RETR x"), 530);
   EXPECT_EQ(c.Cmd("PASS x"), 503);  // no USER yet
@@ -78,7 +84,7 @@ TEST(FtpSession, AnonymousWhenEnabledIsReadOnly) {
   ASSERT_EQ(c.Login("anonymous", "me@example.org"), 230);
   EXPECT_EQ(c.Cmd("TYPE I"), 200);
   int code = 0;
-  EXPECT_EQ(Retr(c, "pub.txt", &code), "public\n");
+  EXPECT_EQ(Fetch(c, "RETR pub.txt", &code), "public\n");
   EXPECT_EQ(code, 226);
   EXPECT_EQ(c.Cmd("STOR new.txt"), 550);
   EXPECT_EQ(c.Cmd("DELE pub.txt"), 550);
@@ -118,20 +124,15 @@ TEST(FtpSession, OverlongLinesNulAndGarbageGetRepliesAndTheSessionSurvives) {
   EXPECT_EQ(c.Cmd("CWD"), 501);
   // Pipelined: every command in one segment gets its reply, in order.
   ASSERT_TRUE(c.Send("NOOP\r\nBOGU\r\n\r\nSYST\r\nPWD\r\n"));
-  c.Reply();
-  EXPECT_EQ(c.code(), 200);
-  c.Reply();
-  EXPECT_EQ(c.code(), 502);
-  c.Reply();
-  EXPECT_EQ(c.code(), 500);
-  c.Reply();
-  EXPECT_EQ(c.code(), 215);
+  EXPECT_EQ(NextCode(c), 200);
+  EXPECT_EQ(NextCode(c), 502);
+  EXPECT_EQ(NextCode(c), 500);
+  EXPECT_EQ(NextCode(c), 215);
   EXPECT_NE(c.Reply().find("\"/\""), std::string::npos);
   EXPECT_EQ(c.code(), 257);
   // A line with no end at all, past the limit: refused once, connection still usable.
   ASSERT_TRUE(c.Send(std::string(20000, 'B')));
-  c.Reply();
-  EXPECT_EQ(c.code(), 500);
+  EXPECT_EQ(NextCode(c), 500);
   EXPECT_EQ(c.Cmd("\r\nNOOP"), 200);  // ends the over-long line, then a normal command
   ExpectServerAlive(s);
 }
@@ -153,7 +154,7 @@ TEST(FtpSession, PathsCannotEscapeTheRoot) {
   EXPECT_EQ(c.Cmd("SIZE etc_up/passwd"), 550);
   EXPECT_EQ(c.Cmd("CWD out"), 550);
   int code = 0;
-  EXPECT_EQ(Retr(c, "out/secret", &code), "");
+  EXPECT_EQ(Fetch(c, "RETR out/secret", &code), "");
   EXPECT_EQ(code, 550);
   EXPECT_EQ(c.Cmd("MKD out/made"), 550);
   EXPECT_EQ(c.Cmd("RNFR out/secret"), 550);
@@ -162,10 +163,8 @@ TEST(FtpSession, PathsCannotEscapeTheRoot) {
   EXPECT_EQ(ReadFile(outside / "secret"), "SECRET");
   EXPECT_FALSE(Exists(outside / "made"));
   // Listing the link shows the link; listing through it shows nothing of the outside.
-  const int data = c.PassiveData();
-  ASSERT_GE(data, 0);
-  EXPECT_EQ(c.Cmd("LIST out/"), 550);
-  close(data);
+  EXPECT_EQ(Fetch(c, "LIST out/", &code), "");
+  EXPECT_EQ(code, 550);
 }
 
 TEST(FtpSession, BouncePortsAreRefused) {
@@ -200,13 +199,13 @@ TEST(FtpSession, RestOffsets) {
   EXPECT_EQ(c.Cmd("REST 99999999999999999999"), 501);
   EXPECT_EQ(c.Cmd("REST 4"), 350);
   int code = 0;
-  EXPECT_EQ(Retr(c, "f", &code), "456789");
+  EXPECT_EQ(Fetch(c, "RETR f", &code), "456789");
   EXPECT_EQ(code, 226);
   EXPECT_EQ(c.Cmd("REST 11"), 350);
-  EXPECT_EQ(Retr(c, "f", &code), "");
+  EXPECT_EQ(Fetch(c, "RETR f", &code), "");
   EXPECT_EQ(code, 554);
   EXPECT_EQ(c.Cmd("REST 10"), 350);  // exactly the end: nothing left, not an error
-  EXPECT_EQ(Retr(c, "f", &code), "");
+  EXPECT_EQ(Fetch(c, "RETR f", &code), "");
   EXPECT_EQ(code, 226);
   ExpectServerAlive(s);
 }
@@ -246,29 +245,17 @@ TEST(FtpSession, FileCommands) {
   // TYPE A turns LF into CRLF on the wire.
   EXPECT_EQ(c.Cmd("TYPE A"), 200);
   int code = 0;
-  EXPECT_EQ(Retr(c, "d/b.txt", &code), "line1\r\nline2\r\n");
+  EXPECT_EQ(Fetch(c, "RETR d/b.txt", &code), "line1\r\nline2\r\n");
   EXPECT_EQ(code, 226);
   // MLSD and NLST.
-  int data = c.PassiveData();
-  ASSERT_GE(data, 0);
-  EXPECT_EQ(c.Cmd("MLSD d"), 150);
-  EXPECT_NE(ReadAll(data).find("type=file;size=12;"), std::string::npos);
-  c.Reply();
-  EXPECT_EQ(c.code(), 226);
-  data = c.PassiveData();
-  ASSERT_GE(data, 0);
-  EXPECT_EQ(c.Cmd("NLST d"), 150);
-  EXPECT_EQ(ReadAll(data), "b.txt\r\n");
-  c.Reply();
-  data = c.PassiveData();
-  ASSERT_GE(data, 0);
-  EXPECT_EQ(c.Cmd("NLST d/*.t?t"), 150);  // wildcards, as mget sends them
-  EXPECT_EQ(ReadAll(data), "d/b.txt\r\n");
-  c.Reply();
-  data = c.PassiveData();
-  ASSERT_GE(data, 0);
-  EXPECT_EQ(c.Cmd("NLST d/*.none"), 550);
-  close(data);
+  EXPECT_NE(Fetch(c, "MLSD d", &code).find("type=file;size=12;"), std::string::npos);
+  EXPECT_EQ(code, 226);
+  EXPECT_EQ(Fetch(c, "NLST d", &code), "b.txt\r\n");
+  EXPECT_EQ(code, 226);
+  EXPECT_EQ(Fetch(c, "NLST d/*.t?t", &code), "d/b.txt\r\n");  // wildcards, as mget sends them
+  EXPECT_EQ(code, 226);
+  EXPECT_EQ(Fetch(c, "NLST d/*.none", &code), "");
+  EXPECT_EQ(code, 550);
   EXPECT_EQ(c.Cmd("DELE d/b.txt"), 250);
   EXPECT_EQ(c.Cmd("RMD d"), 250);
   EXPECT_EQ(c.Cmd("RMD /"), 550);
@@ -288,8 +275,7 @@ int Upload(RawClient& c, const std::string& command, const std::string& bytes, s
   }
   send(data, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   close(data);
-  c.Reply();
-  return c.code();
+  return NextCode(c);
 }
 
 TEST(FtpSession, StouAppeAndResumedStor) {
@@ -336,10 +322,8 @@ TEST(FtpSession, AborMidTransferRepliesAndSessionContinues) {
   char buf[4096];
   ASSERT_GT(recv(data, buf, sizeof buf, 0), 0);  // the transfer is running; we stop reading
   ASSERT_TRUE(c.Send("\xff\xf4\xff\xf2" "ABOR\r\n"));
-  c.Reply();
-  EXPECT_EQ(c.code(), 426);
-  c.Reply();
-  EXPECT_EQ(c.code(), 226);
+  EXPECT_EQ(NextCode(c), 426);
+  EXPECT_EQ(NextCode(c), 226);
   close(data);
   EXPECT_EQ(c.Cmd("NOOP"), 200);
   EXPECT_EQ(c.Cmd("ABOR"), 225);  // nothing to abort now
@@ -375,11 +359,9 @@ TEST(FtpSession, DisconnectMidStorLeavesNoCompleteLookingFile) {
   EXPECT_NE(ReadFile(s.xferlog()).find("/upload.bin b _ i r alice ftp 0 * i"), std::string::npos);
   RawClient c(s.port());
   ASSERT_EQ(c.Login(), 230);
-  const int data = c.PassiveData();
-  ASSERT_GE(data, 0);
-  EXPECT_EQ(c.Cmd("NLST -a"), 150);
-  EXPECT_EQ(ReadAll(data), "");  // no ".upload.bin.part-*" left behind either
-  c.Reply();
+  int code = 0;
+  EXPECT_EQ(Fetch(c, "NLST -a", &code), "");  // no ".upload.bin.part-*" left behind either
+  EXPECT_EQ(code, 226);
 }
 
 TEST(FtpSession, AuthMechanisms) {
@@ -392,10 +374,8 @@ TEST(FtpSession, AuthMechanisms) {
   // AUTH SAN needs a quiet connection: with a command pipelined behind it, the server declines
   // rather than lose that command to the upgrade negotiation.
   ASSERT_TRUE(c.Send("AUTH SAN\r\nNOOP\r\n"));
-  c.Reply();
-  EXPECT_EQ(c.code(), 503);
-  c.Reply();
-  EXPECT_EQ(c.code(), 200);
+  EXPECT_EQ(NextCode(c), 503);
+  EXPECT_EQ(NextCode(c), 200);
   ASSERT_TRUE(c.Send("FEAT\r\n"));
   const std::string feat = c.Reply();
   EXPECT_EQ(c.code(), 211);
@@ -420,7 +400,7 @@ TEST(FtpSession, RunAsDropsRootAfterLogin) {
   ASSERT_EQ(stat((s.root() + "/mine").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, nobody->pw_uid);  // created by the session user, not root
   int code = 0;
-  EXPECT_EQ(Retr(c, "root-only", &code), "");
+  EXPECT_EQ(Fetch(c, "RETR root-only", &code), "");
   EXPECT_EQ(code, 550);  // the kernel's permission check applies to the session user
 }
 
@@ -457,8 +437,7 @@ TEST(FtpSession, PerAddressLimitFromConfigFile) {
   EXPECT_EQ(first.Cmd("USER alice"), 331);
   ASSERT_EQ(first.Cmd("PASS secret"), 230);
   RawClient second(s.port());
-  second.Reply();
-  EXPECT_EQ(second.code(), 421);
+  EXPECT_EQ(NextCode(second), 421);
   EXPECT_TRUE(second.ClosedByPeer());
   EXPECT_EQ(first.Cmd("NOOP"), 200);
 }

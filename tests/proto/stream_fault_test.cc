@@ -20,32 +20,20 @@ using testing::FaultPlan;
 using testing::Loopback;
 using testing::LoopbackProvider;
 using testing::MakePair;
+using testing::MtuOptions;
+using testing::OpenLoopbackPair;
+using testing::OpenPair;
 using testing::PairOptions;
 using testing::Pattern;
 using testing::PumpUntil;
 using testing::ReadExactly;
 using testing::RecvBytes;
 using testing::SendBytes;
+using testing::SharedLoopback;
 using testing::StreamPair;
 using testing::Transfer;
-using testing::WindowsOpen;
 
 constexpr uint32_t kMtu = 4096;
-
-PairOptions Options(bool nodelay = true) {
-  PairOptions o;
-  o.client_params.mtu = kMtu;
-  o.client_params.combine.enabled = !nodelay;
-  o.server_params = o.client_params;
-  return o;
-}
-
-void OpenPair(fabric::Provider* provider, const PairOptions& opt, StreamPair* pair) {
-  ASSERT_NO_FATAL_FAILURE(MakePair(provider, opt, pair));
-  ASSERT_TRUE(WindowsOpen(*pair));
-}
-
-fabric::Provider* Shared() { return fabric::GetProvider("loopback"); }
 
 // Pumps `victim` until it reports a connection error; returns it (0 if none came).
 int ErrorOf(StreamPair& pair, Stream& victim) {
@@ -62,7 +50,7 @@ bool IsPrefix(const std::vector<uint8_t>& got, const std::vector<uint8_t>& data)
 
 TEST(proto_stream_fault, DroppedPacketIsASequenceGapNotCorruption) {
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair));
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair));
   FaultPlan plan;
   plan.drop_send = 2;  // counted from now: the client's second packet vanishes
   Loopback(*pair.client).set_fault_plan(plan);
@@ -81,7 +69,7 @@ TEST(proto_stream_fault, DroppedPacketIsASequenceGapNotCorruption) {
 
 TEST(proto_stream_fault, DroppedAckIsDetectedByTheNextPacket) {
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair));
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair));
   FaultPlan plan;
   plan.drop_send = 1;  // the server's first packet from now on: its explicit ACK
   Loopback(*pair.server).set_fault_plan(plan);
@@ -98,7 +86,7 @@ TEST(proto_stream_fault, DroppedAckIsDetectedByTheNextPacket) {
 
 TEST(proto_stream_fault, FailedPostFailsTheConnectionCleanly) {
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair));
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair));
   FaultPlan plan;
   plan.fail_send = 3;
   plan.fail_error = EIO;
@@ -118,7 +106,7 @@ TEST(proto_stream_fault, FailedPostFailsTheConnectionCleanly) {
 
 TEST(proto_stream_fault, FailedFirstPostTakesNothing) {
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair));
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair));
   FaultPlan plan;
   plan.fail_send = 1;
   plan.fail_error = ENOBUFS;
@@ -131,7 +119,7 @@ TEST(proto_stream_fault, FailedFirstPostTakesNothing) {
 
 TEST(proto_stream_fault, PostThatWouldBlockIsRetried) {
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair));
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair));
   FaultPlan plan;
   plan.fail_send = 2;
   plan.fail_error = EAGAIN;  // a full send queue: reap and post again
@@ -144,7 +132,7 @@ TEST(proto_stream_fault, PostThatWouldBlockIsRetried) {
 
 TEST(proto_stream_fault, BrokenLinkResetsBothSides) {
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair));
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair));
   FaultPlan plan;
   plan.break_at_send = 2;
   Loopback(*pair.client).set_fault_plan(plan);
@@ -163,7 +151,7 @@ TEST(proto_stream_fault, BrokenLinkResetsBothSides) {
 
 TEST(proto_stream_fault, PeerEndpointDestroyedIsAReset) {
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair));
+  ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair));
   ASSERT_TRUE(SendBytes(*pair.client, "abc", 3).ok());
   pair.server.reset();  // the peer process vanished
   EXPECT_EQ(pair.client->Progress().code(), ECONNRESET);
@@ -176,7 +164,7 @@ void TransferUnderDelay(const FaultPlan& plan) {
   for (bool nodelay : {true, false}) {
     SCOPED_TRACE(nodelay ? "nodelay" : "combining");
     StreamPair pair;
-    ASSERT_NO_FATAL_FAILURE(OpenPair(&provider, Options(nodelay), &pair));
+    ASSERT_NO_FATAL_FAILURE(OpenPair(&provider, MtuOptions(kMtu, nodelay), &pair));
     std::vector<uint8_t> a = Pattern(300000, 26), b = Pattern(200000, 27);
     EXPECT_TRUE(Transfer(*pair.client, *pair.server, a, 65536, 10000000) == a);
     EXPECT_TRUE(Transfer(*pair.server, *pair.client, b, 3000, 10000000) == b);
@@ -245,7 +233,7 @@ uint32_t RawImm(uint32_t type, uint32_t version, uint32_t seq) {
 
 class proto_stream_hostile : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair_)); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair_)); }
   Stream& victim() { return *pair_.client; }
   Stream& attacker() { return *pair_.server; }
   // The victim ends the connection with `code`, the attacker sees the reset, and neither delivers
@@ -408,9 +396,9 @@ TEST_F(proto_stream_hostile, MessageLargerThanTheReceiveBuffer) {
 class proto_stream_hostile_wakeup : public ::testing::Test {
  protected:
   void SetUp() override {
-    PairOptions opt = Options();
+    PairOptions opt = MtuOptions(kMtu);
     opt.start = false;
-    ASSERT_NO_FATAL_FAILURE(MakePair(Shared(), opt, &pair_));
+    ASSERT_NO_FATAL_FAILURE(MakePair(SharedLoopback(), opt, &pair_));
     ASSERT_TRUE(pair_.client->Start().ok());
   }
   // Sends `body` as the attacker's first packet; returns the victim's resulting error.
@@ -484,7 +472,7 @@ TEST(proto_stream_hostile_random, RandomPacketsNeverCrashTheVictim) {
   for (int round = 0; round < 60; ++round) {
     SCOPED_TRACE(round);
     StreamPair pair;
-    ASSERT_NO_FATAL_FAILURE(OpenPair(Shared(), Options(), &pair));
+    ASSERT_NO_FATAL_FAILURE(OpenLoopbackPair(MtuOptions(kMtu), &pair));
     RawSender raw(*pair.server);
     std::vector<uint8_t> sent_as_data;
     const int packets = 1 + static_cast<int>(rng() % 6);

@@ -21,24 +21,17 @@ namespace {
 using testing::FaultPlan;
 using testing::Loopback;
 using testing::LoopbackProvider;
-using testing::MakePair;
+using testing::MtuOptions;
+using testing::OpenPair;
 using testing::PairOptions;
 using testing::Pattern;
 using testing::PumpUntil;
 using testing::ReadExactly;
+using testing::SharedLoopback;
 using testing::StreamPair;
-using testing::WindowsOpen;
 
 constexpr uint32_t kMtu = 4096;
 constexpr size_t kMin = 8192;  // offer_min and window_min
-
-PairOptions Options(bool nodelay = true) {
-  PairOptions o;
-  o.client_params.mtu = kMtu;
-  o.client_params.combine.enabled = !nodelay;
-  o.server_params = o.client_params;
-  return o;
-}
 
 Result<size_t> Send(Stream& s, const std::vector<uint8_t>& data, size_t window_min = kMin) {
   iovec iov{const_cast<uint8_t*>(data.data()), data.size()};
@@ -64,16 +57,21 @@ void RingTransfer(StreamPair& p, Stream& from, Stream& to, const std::vector<uin
   EXPECT_TRUE(ReadExactly(p, to, data.size()) == data);
 }
 
+// A started pair over `provider` where the server has seen the client send a big message (Pattern
+// `seed`), which is what makes it offer windows.
+void OpenOffering(fabric::Provider* provider, const PairOptions& opt, uint32_t seed,
+                  StreamPair* p) {
+  ASSERT_NO_FATAL_FAILURE(OpenPair(provider, opt, p));
+  ASSERT_NO_FATAL_FAILURE(RingTransfer(*p, *p->client, *p->server, Pattern(3 * kMtu, seed)));
+}
+
 class proto_stream_single_copy : public ::testing::Test {
  protected:
-  // A started pair where the server (the receiver in most tests) has seen the client send a big
-  // message, which is what makes it offer windows.
-  void Open(fabric::Provider* provider, const PairOptions& opt = Options()) {
-    ASSERT_NO_FATAL_FAILURE(MakePair(provider, opt, &pair_));
-    ASSERT_TRUE(WindowsOpen(pair_));
-    ASSERT_NO_FATAL_FAILURE(RingTransfer(pair_, client(), server(), Pattern(3 * kMtu, 1)));
+  // The server is the receiver in most tests.
+  void Open(fabric::Provider* provider, const PairOptions& opt = MtuOptions(kMtu)) {
+    OpenOffering(provider, opt, 1, &pair_);
   }
-  void Open() { Open(fabric::GetProvider("loopback")); }
+  void Open() { Open(SharedLoopback()); }
   Stream& client() { return *pair_.client; }
   Stream& server() { return *pair_.server; }
   // The server offers `buf` (nothing is queued) and the client reaps the ADVERT.
@@ -211,7 +209,7 @@ TEST_F(proto_stream_single_copy, DataInFlightIsNeverOvertaken) {
 }
 
 TEST_F(proto_stream_single_copy, CombinedSmallSendsGoFirst) {
-  ASSERT_NO_FATAL_FAILURE(Open(fabric::GetProvider("loopback"), Options(/*nodelay=*/false)));
+  ASSERT_NO_FATAL_FAILURE(Open(SharedLoopback(), MtuOptions(kMtu, /*nodelay=*/false)));
   // Open() left the client's priming packets unacknowledged (the server's credits wait for the
   // ACK threshold), so the window is not idle and a small send combines.
   std::vector<uint8_t> buf(65536);
@@ -248,8 +246,7 @@ TEST_F(proto_stream_single_copy, CombinedSmallSendsGoFirst) {
 }
 
 TEST_F(proto_stream_single_copy, NoWindowsForAPeerThatSendsSmall) {
-  ASSERT_NO_FATAL_FAILURE(MakePair(fabric::GetProvider("loopback"), Options(), &pair_));
-  ASSERT_TRUE(WindowsOpen(pair_));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(SharedLoopback(), MtuOptions(kMtu), &pair_));
   ASSERT_NO_FATAL_FAILURE(RingTransfer(pair_, client(), server(), Pattern(100, 14)));
   std::vector<uint8_t> buf(65536);
   EXPECT_EQ(Recv(server(), buf).status().code(), EAGAIN);
@@ -285,8 +282,7 @@ TEST(proto_stream_single_copy_refused, AtSetUpNobodyOffers) {
   plan.refuse_window_probe = true;
   LoopbackProvider provider(plan);
   StreamPair p;
-  ASSERT_NO_FATAL_FAILURE(MakePair(&provider, Options(), &p));
-  ASSERT_TRUE(WindowsOpen(p));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(&provider, MtuOptions(kMtu), &p));
   EXPECT_FALSE(p.client->Stats().single_copy_out);
   EXPECT_FALSE(p.server->Stats().single_copy_in);
   ASSERT_NO_FATAL_FAILURE(RingTransfer(p, *p.client, *p.server, Pattern(3 * kMtu, 16)));
@@ -301,9 +297,7 @@ TEST(proto_stream_single_copy_refused, ProviderWithoutTheCapability) {
   LoopbackProvider provider(plan);
   EXPECT_EQ(provider.capabilities() & fabric::kCapSingleCopy, 0u);
   StreamPair p;
-  ASSERT_NO_FATAL_FAILURE(MakePair(&provider, Options(), &p));
-  ASSERT_TRUE(WindowsOpen(p));
-  ASSERT_NO_FATAL_FAILURE(RingTransfer(p, *p.client, *p.server, Pattern(3 * kMtu, 17)));
+  ASSERT_NO_FATAL_FAILURE(OpenOffering(&provider, MtuOptions(kMtu), 17, &p));
   std::vector<uint8_t> buf(65536);
   EXPECT_EQ(Recv(*p.server, buf).status().code(), EAGAIN);
   EXPECT_EQ(p.server->Stats().windows_offered, 0u);
@@ -317,9 +311,7 @@ TEST(proto_stream_single_copy_refused, MidConnectionFallsBackCleanly) {
   plan.refuse_window_write = 1;
   LoopbackProvider provider(plan);
   StreamPair p;
-  ASSERT_NO_FATAL_FAILURE(MakePair(&provider, Options(), &p));
-  ASSERT_TRUE(WindowsOpen(p));
-  ASSERT_NO_FATAL_FAILURE(RingTransfer(p, *p.client, *p.server, Pattern(3 * kMtu, 18)));
+  ASSERT_NO_FATAL_FAILURE(OpenOffering(&provider, MtuOptions(kMtu), 18, &p));
   std::vector<uint8_t> buf(65536);
   ASSERT_EQ(Recv(*p.server, buf).status().code(), EAGAIN);
   ASSERT_TRUE(p.client->Progress().ok());
@@ -360,9 +352,7 @@ TEST(proto_stream_single_copy_race, WithdrawWaitsForAWriteInProgress) {
   plan.window_write_hold_us = 30000;
   LoopbackProvider provider(plan);
   StreamPair p;
-  ASSERT_NO_FATAL_FAILURE(MakePair(&provider, Options(), &p));
-  ASSERT_TRUE(WindowsOpen(p));
-  ASSERT_NO_FATAL_FAILURE(RingTransfer(p, *p.client, *p.server, Pattern(3 * kMtu, 20)));
+  ASSERT_NO_FATAL_FAILURE(OpenOffering(&provider, MtuOptions(kMtu), 20, &p));
   std::vector<uint8_t> buf(65536);
   ASSERT_EQ(Recv(*p.server, buf).status().code(), EAGAIN);
   ASSERT_TRUE(p.client->Progress().ok());
@@ -390,8 +380,7 @@ TEST(proto_stream_single_copy_race, WithdrawWaitsForAWriteInProgress) {
 // arrives once, in order. Under TSan this also checks the write/PUT publication.
 TEST(proto_stream_single_copy_race, RandomWithdrawalsLoseNothing) {
   StreamPair p;
-  ASSERT_NO_FATAL_FAILURE(MakePair(fabric::GetProvider("loopback"), Options(), &p));
-  ASSERT_TRUE(WindowsOpen(p));
+  ASSERT_NO_FATAL_FAILURE(OpenPair(SharedLoopback(), MtuOptions(kMtu), &p));
   const std::vector<uint8_t> data = Pattern(8 << 20, 22);
   std::atomic<bool> failed{false};
   std::thread sender([&] {
@@ -459,8 +448,7 @@ TEST(proto_stream_single_copy_race, RandomWithdrawalsLoseNothing) {
 class proto_stream_single_copy_hostile : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(MakePair(fabric::GetProvider("loopback"), Options(), &pair_));
-    ASSERT_TRUE(WindowsOpen(pair_));
+    ASSERT_NO_FATAL_FAILURE(OpenPair(SharedLoopback(), MtuOptions(kMtu), &pair_));
     ASSERT_NO_FATAL_FAILURE(
         RingTransfer(pair_, *pair_.server, *pair_.client, Pattern(3 * kMtu, 30)));
     ASSERT_TRUE(pair_.server->Progress().ok());
@@ -539,8 +527,7 @@ TEST_F(proto_stream_single_copy_hostile, MalformedBodies) {
   for (int which = 0; which < 3; ++which) {
     SCOPED_TRACE(which);
     StreamPair p;
-    ASSERT_NO_FATAL_FAILURE(MakePair(fabric::GetProvider("loopback"), Options(), &p));
-    ASSERT_TRUE(WindowsOpen(p));
+    ASSERT_NO_FATAL_FAILURE(OpenPair(SharedLoopback(), MtuOptions(kMtu), &p));
     std::byte junk[AdvertBody::kSize] = {};
     fabric::SendWork w;
     w.imm = EncodeImm(Header{which == 2 ? PacketType::kPut : PacketType::kAdvert, 0,

@@ -263,11 +263,22 @@ inline PairOptions Symmetric(const StreamParams& params) {
   return o;
 }
 
-// A connected, started pair over the shared loopback provider whose WAKEUPs have been handled on
-// both sides.
-inline void OpenLoopbackPair(const PairOptions& opt, StreamPair* pair) {
-  ASSERT_NO_FATAL_FAILURE(MakePair(SharedLoopback(), opt, pair));
+// Both sides with packets of at most `mtu` bytes; small sends combine unless `nodelay`.
+inline PairOptions MtuOptions(uint32_t mtu, bool nodelay = true) {
+  StreamParams params = SmallMtu(mtu);
+  params.combine.enabled = !nodelay;
+  return Symmetric(params);
+}
+
+// A connected, started pair over `provider` whose WAKEUPs have been handled on both sides.
+inline void OpenPair(fabric::Provider* provider, const PairOptions& opt, StreamPair* pair) {
+  ASSERT_NO_FATAL_FAILURE(MakePair(provider, opt, pair));
   ASSERT_TRUE(WindowsOpen(*pair));
+}
+
+// The same over the shared loopback provider.
+inline void OpenLoopbackPair(const PairOptions& opt, StreamPair* pair) {
+  OpenPair(SharedLoopback(), opt, pair);
 }
 
 // Leaves the client with one DATA packet unacknowledged (the state in which small sends combine):

@@ -150,6 +150,15 @@ int SendOnTokens(int fd, Channel& tokens, const std::vector<size_t>& sizes, bool
   return 0;
 }
 
+// A link whose child sends `sizes`, the first at once and each other on a token, with the first
+// message (which primes the receiver to offer windows) already read here.
+void OpenPrimed(Link* link, const std::vector<size_t>& sizes) {
+  ASSERT_NO_FATAL_FAILURE(Open(link, [&](int fd, Channel& tokens) {
+    return SendOnTokens(fd, tokens, sizes, /*first_untokened=*/true);
+  }));
+  ASSERT_TRUE(ReadMessage(link->fd, 0, sizes[0], Shape::kRecv));
+}
+
 TEST(SocketSingleCopy, ManySizesAndShapesArriveIntactByOneCopy) {
   Watchdog dog(60);
   ASSERT_TRUE(kSingleCopyOn);
@@ -190,10 +199,7 @@ TEST(SocketSingleCopy, PeekSeesTheMessageThatThenArrivesWhole) {
   Watchdog dog(30);
   const std::vector<size_t> sizes = {200000, 300000};
   Link link;
-  ASSERT_NO_FATAL_FAILURE(Open(&link, [&](int fd, Channel& tokens) {
-    return SendOnTokens(fd, tokens, sizes, true);
-  }));
-  ASSERT_TRUE(ReadMessage(link.fd, 0, sizes[0], Shape::kRecv));
+  ASSERT_NO_FATAL_FAILURE(OpenPrimed(&link, sizes));
   ASSERT_TRUE(link.tokens.Put('g'));
   // A peeking reader never offers a window: the message comes by the ring, peek shows its start.
   std::vector<uint8_t> peek(100000);
@@ -210,10 +216,7 @@ TEST(SocketSingleCopy, ReceiveTimeoutWithdrawsTheWindow) {
   Watchdog dog(30);
   const std::vector<size_t> sizes = {100000, 150000};
   Link link;
-  ASSERT_NO_FATAL_FAILURE(Open(&link, [&](int fd, Channel& tokens) {
-    return SendOnTokens(fd, tokens, sizes, true);
-  }));
-  ASSERT_TRUE(ReadMessage(link.fd, 0, sizes[0], Shape::kRecv));
+  ASSERT_NO_FATAL_FAILURE(OpenPrimed(&link, sizes));
   timeval tv{0, 100000};
   ASSERT_EQ(san_setsockopt(link.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
   std::vector<uint8_t> buf(200000);
@@ -239,10 +242,7 @@ TEST(SocketSingleCopy, SignalInterruptsWithAWindowOut) {
   Watchdog dog(30);
   const std::vector<size_t> sizes = {100000, 150000};
   Link link;
-  ASSERT_NO_FATAL_FAILURE(Open(&link, [&](int fd, Channel& tokens) {
-    return SendOnTokens(fd, tokens, sizes, true);
-  }));
-  ASSERT_TRUE(ReadMessage(link.fd, 0, sizes[0], Shape::kRecv));
+  ASSERT_NO_FATAL_FAILURE(OpenPrimed(&link, sizes));
   struct sigaction sa{}, old{};
   sa.sa_handler = OnSignal;  // no SA_RESTART: the call returns EINTR
   ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);

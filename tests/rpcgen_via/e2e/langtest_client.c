@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2e_check.h"
 #include "langtest.h"
 #include "langtest_values.h"
-
-static int failures, checks;
 
 #ifdef LANGTEST_MT
 #define CALL(fn, arg, restype, out)                                                              \
@@ -21,15 +20,6 @@ static int failures, checks;
 #else
 #define CALL(fn, arg, restype, out) (out = fn (arg, c))
 #endif
-
-#define CHECK(cond) \
-	do { \
-		checks++; \
-		if (!(cond)) { \
-			failures++; \
-			fprintf (stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		} \
-	} while (0)
 
 static void version1 (CLIENT *c)
 {

@@ -3,18 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2e_check.h"
 #include "newstyle.h"
-
-static int failures, checks;
-
-#define CHECK(cond) \
-	do { \
-		checks++; \
-		if (!(cond)) { \
-			failures++; \
-			fprintf (stderr, "FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		} \
-	} while (0)
 
 int main (int argc, char **argv)
 {
