@@ -25,7 +25,7 @@ std::optional<std::string> ResolveVirtual(std::string_view cwd, std::string_view
   push(arg);
   std::string out;
   for (std::string_view p : parts) out.append("/").append(p);
-  if (out.empty()) out = "/";
+  if (out.empty()) out.push_back('/');  // not = "/": a GCC 12 -Wrestrict false positive
   return out;
 }
 
