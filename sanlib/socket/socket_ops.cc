@@ -37,6 +37,15 @@ Result<sockaddr_storage> RouteSource(const sockaddr* peer, socklen_t len) {
   return src;
 }
 
+// INADDR_ANY or in6addr_any.
+bool IsWildcard(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  return a.ss_family == AF_INET6 &&
+         IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr);
+}
+
 }  // namespace
 
 Result<sockaddr_storage> LocalAddress(int fd) {
@@ -74,6 +83,17 @@ Result<std::unique_ptr<proto::Stream>> SetUpChannel(SanSocket& s, fabric::Provid
     }
     local = LocalAddress(s.fd);
     if (!local.ok()) return local.status();
+  }
+  if (IsWildcard(local.value())) {
+    // Bound to a port on every address before connect() (bindresvport, as libtirpc's clients
+    // do): the kernel will pick the route's source address, so that is what the server will see.
+    Result<sockaddr_storage> src = RouteSource(peer, len);
+    if (!src.ok()) return src.status();
+    const in_port_t port = reinterpret_cast<sockaddr_in&>(local.value()).sin_port;
+    local = proto::CanonicalAddress(
+        reinterpret_cast<sockaddr*>(&src.value()),
+        src->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    reinterpret_cast<sockaddr_in&>(local.value()).sin_port = port;  // same offset in sin6
   }
   proto::FourTuple tuple;
   tuple.client = local.value();

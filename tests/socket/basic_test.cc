@@ -86,12 +86,19 @@ TEST(SocketBasic, ShmStreamBothWaysAndEof) {
     if (sent < kBytes) {
       size_t chunk = std::min<size_t>(kBytes - sent, 1 + (sent % 70000));
       ssize_t n = san_send(fd, out.data() + sent, chunk, MSG_DONTWAIT);
-      if (n > 0) sent += n;
-      else ASSERT_EQ(errno, EAGAIN);
+      if (n > 0)
+        sent += n;
+      else
+        ASSERT_EQ(errno, EAGAIN);
     }
     ssize_t n = san_recv(fd, in.data() + got, kBytes - got, MSG_DONTWAIT);
-    if (n > 0) got += n;
-    else if (n == 0 || errno != EAGAIN) { int st = 0; waitpid(child, &st, 0); FAIL() << n << " " << strerror(errno) << " child " << st; }
+    if (n > 0)
+      got += n;
+    else if (n == 0 || errno != EAGAIN) {
+      int st = 0;
+      waitpid(child, &st, 0);
+      FAIL() << n << " " << strerror(errno) << " child " << st;
+    }
   }
   EXPECT_TRUE(out == in);
   ASSERT_EQ(san_shutdown(fd, SHUT_WR), 0);
@@ -107,3 +114,37 @@ TEST(SocketBasic, ShmStreamBothWaysAndEof) {
 }
 
 }  // namespace
+
+// A client bound to a port on every address before connect() (bindresvport does this; libtirpc's
+// clients call it) announces the address the kernel will really use, so the server finds the
+// channel: both ends on shm. (It announced 0.0.0.0, the server fell back to TCP and the client
+// waited on its channel forever.)
+TEST(SocketBasic, ClientBoundToWildcardBeforeConnect) {
+  uint16_t port = 0;
+  const int lfd = Listener(&port);
+  ASSERT_GE(lfd, 0);
+  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(san_bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof any), 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(san_connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  const int c = san_accept(lfd, nullptr, nullptr);
+  ASSERT_GE(c, 0);
+  san_info info{};
+  ASSERT_EQ(san_getinfo(c, &info), 0);
+  EXPECT_EQ(info.mode, SAN_MODE_SHM) << info.fallback;
+  ASSERT_EQ(san_getinfo(fd, &info), 0);
+  EXPECT_EQ(info.mode, SAN_MODE_SHM);
+  ASSERT_EQ(san_send(fd, "ok", 2, 0), 2);
+  char buf[2];
+  EXPECT_EQ(san_recv(c, buf, 2, MSG_WAITALL), 2);
+  san_close(c);
+  san_close(fd);
+  san_close(lfd);
+}
