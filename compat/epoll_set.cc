@@ -116,8 +116,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
     // Not connected yet: the kernel's registration serves until it turns out to be SAN.
     if (Real().epoll_ctl(epfd, op, fd, event) != 0) return -1;
     if (op == EPOLL_CTL_ADD) {
-      members_.push_back(
-          Member{fd, &s, s.id, event->events, event->data, true, false, false, 0, 0});
+      members_.push_back(Member{fd, &s, s.id, event->events, event->data, true});
     } else if (m && op == EPOLL_CTL_MOD) {
       m->events = event->events;
       m->data = event->data;
@@ -137,8 +136,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
   switch (op) {
     case EPOLL_CTL_ADD:
       if (m) return Fail(EEXIST);
-      members_.push_back(
-          Member{fd, &s, s.id, event->events, event->data, false, false, false, 0, 0});
+      members_.push_back(Member{fd, &s, s.id, event->events, event->data, false});
       return 0;
     case EPOLL_CTL_MOD:
       if (!m) return Fail(ENOENT);

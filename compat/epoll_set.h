@@ -57,11 +57,11 @@ class EpollSet {
     uint64_t socket_id;
     uint32_t events;  // as registered (EPOLLIN, EPOLLET, EPOLLONESHOT, ...)
     epoll_data_t data;
-    bool pending;           // not connected when registered: the kernel holds a registration too
-    bool disabled;          // EPOLLONESHOT fired; re-enabled by EPOLL_CTL_MOD
-    bool reported;          // edge-triggered: has reported since (re)registration
-    uint32_t last_mask;     // edge-triggered: mask when last looked at
-    uint64_t last_packets;  // edge-triggered: packets received at the last report
+    bool pending;            // not connected when registered: the kernel holds a registration too
+    bool disabled = false;   // EPOLLONESHOT fired; re-enabled by EPOLL_CTL_MOD
+    bool reported = false;   // edge-triggered: has reported since (re)registration
+    uint32_t last_mask = 0;  // edge-triggered: mask when last looked at
+    uint64_t last_packets = 0;  // edge-triggered: packets received at the last report
   };
 
   // The set for epfd, made if `create`; call with the registry's lifetime lock held (shared).

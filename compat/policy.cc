@@ -49,7 +49,8 @@ bool Policy::AdmitSocket(int domain, int type, int protocol) const {
 }
 
 bool Policy::AdmitAddress(const sockaddr* addr, socklen_t len) const {
-  if (off_ || !addr) return !off_;
+  if (off_) return false;
+  if (!addr) return true;  // nothing to match an address rule against
   return rules_.Evaluate(RuleSubject{program_invocation_short_name, addr, len}) == Verdict::kAllow;
 }
 

@@ -1,11 +1,11 @@
 #include "common/fd_placement.h"
 
-#include "common/unique_fd.h"
-
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "common/unique_fd.h"
 
 namespace san {
 namespace {
@@ -23,16 +23,29 @@ int HighBase() {
   return base;
 }
 
+// F_DUPFD_CLOEXEC as a raw fcntl: under the compatibility layer fcntl is interposed.
+int DupAtLeast(int fd, int lowest) {
+  return static_cast<int>(::syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, lowest));
+}
+
 }  // namespace
 
 int PlaceHigh(int fd) {
   const int base = HighBase();
   if (fd < 0 || base < 0 || fd >= base) return fd;
-  // A raw fcntl: under the compatibility layer fcntl is interposed.
-  const int moved = static_cast<int>(::syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, base));
+  const int moved = DupAtLeast(fd, base);
   if (moved < 0) return fd;  // no room up there: keep the low one
   KernelClose(fd);
   return moved;
+}
+
+int DupHigh(int fd) {
+  const int base = HighBase();
+  if (base >= 0) {
+    const int high = DupAtLeast(fd, base);
+    if (high >= 0) return high;
+  }
+  return DupAtLeast(fd, 0);
 }
 
 }  // namespace san

@@ -13,5 +13,8 @@
 namespace san {
 
 int PlaceHigh(int fd);
+// A close-on-exec duplicate of fd, made in the high range directly (no low copy to move), or at
+// the lowest free number when there is no room up there; -1 with errno if none can be made.
+int DupHigh(int fd);
 
 }  // namespace san

@@ -240,8 +240,7 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
         // before accept() returned it: ECONNABORTED, and the caller accepts the next one.
         SAN_LOG_WARN("fd %d: SAN channel handover failed (%s); connection reset", nfd,
                      claimed.status().ToString().c_str());
-        rt.table().Remove(nfd);
-        delete s;
+        Release(nfd);
         const linger reset{1, 0};
         kernel::setsockopt(nfd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
         kernel::close(nfd);
@@ -367,7 +366,7 @@ void Release(int fd) {
     }
     // The close thread keeps its own reference to the kernel socket: the peer watches it for
     // liveness, and the application's fd number must be free when close() returns.
-    UniqueFd keep(PlaceHigh(kernel::fcntl(fd, F_DUPFD_CLOEXEC, 0)));
+    UniqueFd keep(DupHigh(fd));
     rt.closer().Adopt(std::move(stream), std::move(keep), rt.config().linger_ms);
   }
   delete s;

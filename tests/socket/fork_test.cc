@@ -47,6 +47,20 @@ enum Code : int {
   kGrandchildFailed = 20,  // + the grandchild's code is reported separately
 };
 
+// A server's first steps (in a child process): a SAN listener whose port goes to `port_ch`, and
+// one connection accepted on it, checked to be on shm. Returns that connection's fd, or minus the
+// Code of the step that failed; *lfd gets the listener.
+int AcceptOneShm(Channel* port_ch, int* lfd) {
+  uint16_t port = 0;
+  *lfd = SanListener(&port);
+  if (*lfd < 0) return -kListenFailed;
+  port_ch->Put(port);
+  const int c = san_accept(*lfd, nullptr, nullptr);
+  if (c < 0) return -kAcceptFailed;
+  if (!IsShm(c)) return -kNotShm;
+  return c;
+}
+
 // Runs `/bin/ls -l /` with its stdout on a pipe; returns the pid, *read_fd the pipe (nonblocking).
 pid_t SpawnLs(int* read_fd) {
   int out[2];
@@ -139,14 +153,10 @@ void ExpectLsOk(const LsRun& ls) {
 TEST(SocketFork, ExecLsWhileSending100MiB) {
   Watchdog dog(55);
   Channel port_ch, result_ch;
-  Child server([&] {
-    uint16_t port = 0;
-    const int lfd = SanListener(&port);
-    if (lfd < 0) return kListenFailed;
-    port_ch.Put(port);
-    const int c = san_accept(lfd, nullptr, nullptr);
-    if (c < 0) return kAcceptFailed;
-    if (!IsShm(c)) return kNotShm;
+  Child server([&]() -> int {
+    int lfd = -1;
+    const int c = AcceptOneShm(&port_ch, &lfd);
+    if (c < 0) return -c;
     const ReadResult r = ReadPattern(c, 0);
     result_ch.Put(r);
     if (r.corrupt) return kCorrupt;
@@ -190,14 +200,10 @@ TEST(SocketFork, ExecLsWhileSending100MiB) {
 TEST(SocketFork, ExecLsWhileReceiving100MiB) {
   Watchdog dog(55);
   Channel port_ch, result_ch;
-  Child server([&] {
-    uint16_t port = 0;
-    const int lfd = SanListener(&port);
-    if (lfd < 0) return kListenFailed;
-    port_ch.Put(port);
-    const int c = san_accept(lfd, nullptr, nullptr);
-    if (c < 0) return kAcceptFailed;
-    if (!IsShm(c)) return kNotShm;
+  Child server([&]() -> int {
+    int lfd = -1;
+    const int c = AcceptOneShm(&port_ch, &lfd);
+    if (c < 0) return -c;
     if (SendPattern(c, 0, kBigTransfer) != kBigTransfer) return kSendFailed;
     if (san_shutdown(c, SHUT_WR) != 0) return kSendFailed;
     char byte;
@@ -320,13 +326,9 @@ EchoResult EchoAndExpectEof(int fd, uint64_t bytes) {
 // parent closes its copy -- at once, or once the child is halfway -- and keeps going: it serves a
 // second, short echo connection itself, then reports the child's code.
 int ForkingServer(Channel* port_ch, Channel* child_code_ch, uint64_t bytes, bool close_at_once) {
-  uint16_t port = 0;
-  const int lfd = SanListener(&port);
-  if (lfd < 0) return kListenFailed;
-  port_ch->Put(port);
-  const int c = san_accept(lfd, nullptr, nullptr);
-  if (c < 0) return kAcceptFailed;
-  if (!IsShm(c)) return kNotShm;
+  int lfd = -1;
+  const int c = AcceptOneShm(port_ch, &lfd);
+  if (c < 0) return -c;
   Channel halfway;
   std::fflush(nullptr);
   const pid_t child = fork();
@@ -420,13 +422,9 @@ struct EchoEnd {
   int end = -1;
 };
 int EchoUntilEof(Channel* port_ch, Channel* end_ch) {
-  uint16_t port = 0;
-  const int lfd = SanListener(&port);
-  if (lfd < 0) return kListenFailed;
-  port_ch->Put(port);
-  const int c = san_accept(lfd, nullptr, nullptr);
-  if (c < 0) return kAcceptFailed;
-  if (!IsShm(c)) return kNotShm;
+  int lfd = -1;
+  const int c = AcceptOneShm(port_ch, &lfd);
+  if (c < 0) return -c;
   SetNoDelay(c);
   EchoEnd e;
   std::vector<uint8_t> buf(64 * 1024);

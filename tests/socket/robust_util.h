@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "san/san.h"
+#include "support/inet.h"
 
 namespace san::testing {
 
@@ -235,13 +236,7 @@ class Channel {
   int fds_[2];
 };
 
-inline sockaddr_in Loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
+using testing_support::Loopback;
 
 // A SAN listener on 127.0.0.1, ephemeral port. -1 on failure.
 inline int SanListener(uint16_t* port) {
@@ -252,9 +247,7 @@ inline int SanListener(uint16_t* port) {
     san_close(fd);
     return -1;
   }
-  socklen_t len = sizeof a;
-  san_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
+  *port = testing_support::PortOf(fd);
   return fd;
 }
 

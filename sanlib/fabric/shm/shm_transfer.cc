@@ -23,8 +23,8 @@ namespace san::fabric::shm {
 namespace {
 
 constexpr uint32_t kImageMagic = 0x53484d49;  // "SHMI"
-constexpr uint32_t kImageVersion = 2;  // 2: the single-copy pids
-constexpr size_t kImageFds = 4;  // segment, own doorbell, peer doorbell, rendezvous
+constexpr uint32_t kImageVersion = 2;         // 2: the single-copy pids
+constexpr size_t kImageFds = 4;               // segment, own doorbell, peer doorbell, rendezvous
 
 struct ImageHeader {
   uint32_t magic;
@@ -45,7 +45,7 @@ uint32_t QueueSize(const EndpointAttr& attr) {
 }
 
 Result<UniqueFd> Dup(int fd) {
-  UniqueFd d(PlaceHigh(fcntl(fd, F_DUPFD_CLOEXEC, 0)));
+  UniqueFd d(DupHigh(fd));
   if (!d.valid()) return Status::FromErrno("dup(endpoint fd)");
   return d;
 }
@@ -116,7 +116,8 @@ Result<std::unique_ptr<ShmEndpoint>> ShmEndpoint::Import(EndpointImage image) {
   for (size_t i = 1; i <= 2; ++i) {
     if (Status st = CheckEventFd(image.fds[i].get()); !st.ok()) return st;
   }
-  Result<SharedMapping> segment = SharedMapping::Attach(std::move(image.fds[0]), h.layout.total_bytes);
+  Result<SharedMapping> segment =
+      SharedMapping::Attach(std::move(image.fds[0]), h.layout.total_bytes);
   if (!segment.ok()) return segment.status();
   Result<LocalRegion> local = LocalRegion::Create(QueueSize(h.attr));
   if (!local.ok()) return local.status();
