@@ -61,6 +61,15 @@ int AcceptOneShm(Channel* port_ch, int* lfd) {
   return c;
 }
 
+// A client's first step (in a child process): a SAN connection to `port`, checked to be on shm.
+// Returns its fd, or minus the Code of the step that failed.
+int ConnectShm(uint16_t port) {
+  const int fd = SanConnect(port);
+  if (fd < 0) return -kConnectFailed;
+  if (!IsShm(fd)) return -kNotShm;
+  return fd;
+}
+
 // Runs `/bin/ls -l /` with its stdout on a pipe; returns the pid, *read_fd the pipe (nonblocking).
 pid_t SpawnLs(int* read_fd) {
   int out[2];
@@ -482,9 +491,8 @@ TEST(SocketFork, ChildClosesSocketAfterParentsCloseThreadRan) {
   for (int round = 0; round < 3; ++round) {
     Channel go;
     Child child([&]() -> int {
-      const int fd = SanConnect(port);
-      if (fd < 0) return kConnectFailed;
-      if (!IsShm(fd)) return kNotShm;
+      const int fd = ConnectShm(port);
+      if (fd < 0) return -fd;
       if (SendPattern(fd, 0, 1000) != 1000) return kSendFailed;
       int ok = 0;
       if (!go.Get(&ok, 5000)) return kNotEof;
@@ -532,9 +540,8 @@ TEST(SocketFork, ClientThatFinishedBeforeAcceptIsDelivered) {
   for (bool close_first : {true, false}) {
     SCOPED_TRACE(close_first ? "close, then exit" : "exit with the socket open");
     Child client([&]() -> int {
-      const int fd = SanConnect(port);
-      if (fd < 0) return kConnectFailed;
-      if (!IsShm(fd)) return kNotShm;
+      const int fd = ConnectShm(port);
+      if (fd < 0) return -fd;
       if (SendPattern(fd, 0, 100000) != 100000) return kSendFailed;
       if (close_first && san_close(fd) != 0) return kSendFailed;
       ChildExit(0);
@@ -622,9 +629,8 @@ void ExitWithFullWindow(bool close_first) {
   ASSERT_GE(lfd, 0);
   Channel sent_ch;
   Child writer([&]() -> int {
-    const int fd = SanConnect(port);
-    if (fd < 0) return kConnectFailed;
-    if (!IsShm(fd)) return kNotShm;
+    const int fd = ConnectShm(port);
+    if (fd < 0) return -fd;
     // Fill the window: packet-sized nonblocking sends until no credit is left.
     uint64_t sent = 0;
     for (;;) {
@@ -680,9 +686,8 @@ TEST(SocketExit, UnderscoreExitPeerReadsPostedDataThenEnd) {
   ASSERT_GE(lfd, 0);
   Channel done_ch;
   Child writer([&]() -> int {
-    const int fd = SanConnect(port);
-    if (fd < 0) return kConnectFailed;
-    if (!IsShm(fd)) return kNotShm;
+    const int fd = ConnectShm(port);
+    if (fd < 0) return -fd;
     SetNoDelay(fd);
     if (SendPattern(fd, 0, kBulk) != kBulk) return kSendFailed;
     done_ch.Put(1);
