@@ -1,5 +1,7 @@
 #include "rpcgen_via/emit_context.h"
 
+#include <algorithm>
+
 #include <cctype>
 
 namespace san::rpcgen {
@@ -120,6 +122,10 @@ void WriteAllPassthrough(const EmitContext& c, CodeWriter* out) {
   for (const Definition& d : c.spec.definitions) {
     if (d.kind == DefKind::kPassthrough) out->Line(d.text);
   }
+}
+
+bool EmitOptions::uses_via() const {
+  return std::find(nettypes.begin(), nettypes.end(), "via") != nettypes.end();
 }
 
 }  // namespace san::rpcgen

@@ -24,6 +24,9 @@ struct EmitOptions {
   bool syslog_errors = false;         // -L: server errors to syslog
   std::vector<std::string> nettypes;  // -s: the server's default transports ("udp", "tcp" if none)
   std::string invocation = "rpcgen_via";  // recorded in the Makefile template
+
+  // -s via was given: the generated code needs librpcvia (RPCGEN_VIA_TRANSPORT, -lrpcvia).
+  bool uses_via() const;
 };
 
 struct EmitContext {

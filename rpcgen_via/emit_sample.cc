@@ -231,8 +231,13 @@ std::string EmitMakefile(const EmitContext& c) {
   out.Line("OBJECTS_SVC = $(SOURCES_SVC.c:%.c=%.o) $(TARGETS_SVC.c:%.c=%.o)");
   out.Line("# Compiler flags ");
   out.Line();
-  out.Line("CFLAGS += -g -I/usr/include/tirpc");
-  out.Line("LDLIBS += -ltirpc");
+  if (c.options.uses_via()) {
+    out.Line("CFLAGS += -g -I/usr/include/tirpc -DRPCGEN_VIA_TRANSPORT");
+    out.Line("LDLIBS += -lrpcvia -lsan -ltirpc");
+  } else {
+    out.Line("CFLAGS += -g -I/usr/include/tirpc");
+    out.Line("LDLIBS += -ltirpc");
+  }
   out.Line("RPCGENFLAGS = ");
   out.Line();
   out.Line("# Targets ");

@@ -232,9 +232,11 @@ void WriteMain(const EmitContext& c, CodeWriter* out) {
     for (const std::string& n : c.options.nettypes) list.append("\"").append(n).append("\", ");
   }
   out->Line("static const char *default_nettypes[] = {");
-  out->Line("#ifdef RPCGEN_VIA_TRANSPORT");
-  out->Line("\t\"via\",");
-  out->Line("#endif");
+  if (!c.options.uses_via()) {  // -s via lists it where the user put it
+    out->Line("#ifdef RPCGEN_VIA_TRANSPORT");
+    out->Line("\t\"via\",");
+    out->Line("#endif");
+  }
   out->Line("\t", list, "NULL");
   out->Line("};");
   out->Line("const char **nettypes = default_nettypes;");
@@ -341,6 +343,11 @@ void WriteMain(const EmitContext& c, CodeWriter* out) {
 std::string EmitServer(const EmitContext& c, bool with_main) {
   CodeWriter out;
   WriteBanner(&out);
+  if (c.options.uses_via()) {
+    out.Line("#ifndef RPCGEN_VIA_TRANSPORT");
+    out.Line("#define RPCGEN_VIA_TRANSPORT 1 /* -s via: served through librpcvia */");
+    out.Line("#endif");
+  }
   out.Line("#include \"", c.options.header_name, "\"");
   out.Line("#include <stdio.h>");
   out.Line("#include <stdlib.h>");

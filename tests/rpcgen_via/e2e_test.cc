@@ -9,7 +9,6 @@
 #include <rpc/pmap_clnt.h>
 #include <rpc/rpc.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/rpcbind.h"
 
 // Under LSan: libtirpc 1.3.3 leaks 16 bytes per clnt_create() (in clnt_tp_create_timed); this
 // test calls it too (see e2e/langtest_values.c). The slow unwinder lets the suppression see the
@@ -34,18 +35,6 @@ constexpr unsigned long kProg = 0x20000101;  // LANGTEST_PROG in x/langtest.x (v
 constexpr unsigned long kNewstyleProg = 0x20000102;  // NEWSTYLE_PROG in x/newstyle.x (version 1)
 
 std::string Bin(const std::string& name) { return std::string(RPCGEN_VIA_BIN_DIR) + "/" + name; }
-
-bool RpcbindReachable() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(111);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
-}
 
 pid_t Spawn(const std::vector<std::string>& argv) {
   const pid_t pid = fork();
@@ -81,26 +70,13 @@ std::string Capture(const std::string& command, int* status) {
 class RpcgenViaE2e : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // Serialize with other builds' runs of this test: the program number is fixed in langtest.x.
-    lock_fd_ = open("/tmp/rpcgen_via_e2e.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    ASSERT_GE(lock_fd_, 0);
-    ASSERT_EQ(flock(lock_fd_, LOCK_EX), 0);
-    if (!RpcbindReachable()) {
-      const char* path =
-          access("/usr/sbin/rpcbind", X_OK) == 0 ? "/usr/sbin/rpcbind" : "/sbin/rpcbind";
-      rpcbind_ = Spawn({path, "-f"});
-      for (int i = 0; i < 200 && !RpcbindReachable(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      ASSERT_TRUE(RpcbindReachable()) << "rpcbind did not start";
-    }
+    rpcbind_ = new san::testing_support::RpcbindSession;
+    ASSERT_TRUE(rpcbind_->ok()) << "rpcbind did not start";
   }
 
   static void TearDownTestSuite() {
-    Stop(rpcbind_);
-    rpcbind_ = -1;
-    if (lock_fd_ >= 0) close(lock_fd_);
-    lock_fd_ = -1;
+    delete rpcbind_;
+    rpcbind_ = nullptr;
   }
 
   static void Unregister(unsigned long prog = kProg) {
@@ -156,12 +132,10 @@ class RpcgenViaE2e : public ::testing::Test {
     Unregister(prog);
   }
 
-  static int lock_fd_;
-  static pid_t rpcbind_;
+  static san::testing_support::RpcbindSession* rpcbind_;
 };
 
-int RpcgenViaE2e::lock_fd_ = -1;
-pid_t RpcgenViaE2e::rpcbind_ = -1;
+san::testing_support::RpcbindSession* RpcgenViaE2e::rpcbind_ = nullptr;
 
 TEST_F(RpcgenViaE2e, OurServerSystemClient) { Pair("via", "sys"); }
 TEST_F(RpcgenViaE2e, SystemServerOurClient) { Pair("sys", "via"); }

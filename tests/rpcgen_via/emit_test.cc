@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "rpcgen_via/c_types.h"
 #include "rpcgen_via/driver.h"
@@ -32,7 +33,8 @@ struct Generated {
   std::string header, xdr, client, server, sample_client, sample_server, makefile;
 };
 
-Generated Generate(bool mt, bool newstyle, bool inetd = false) {
+Generated Generate(bool mt, bool newstyle, bool inetd = false,
+                   std::vector<std::string> nettypes = {}) {
   Specification spec;
   Diagnostic error;
   EXPECT_TRUE(CompileText(kSource, "t.x", true, &spec, &error)) << error.ToString();
@@ -44,6 +46,7 @@ Generated Generate(bool mt, bool newstyle, bool inetd = false) {
   o.newstyle = newstyle;
   o.inetd = inetd;
   o.closedown_seconds = inetd ? 120 : -1;
+  o.nettypes = std::move(nettypes);
   EmitContext c{spec, types, o};
   return Generated{EmitHeader(c),       EmitXdr(c),          EmitClient(c),  EmitServer(c, true),
                    EmitSampleClient(c), EmitSampleServer(c), EmitMakefile(c)};
@@ -96,6 +99,22 @@ TEST(RpcgenViaEmit, DefaultSignatures) {
   ExpectHas(g.server, "svc_create (p_3, P, V, nettypes[i])");
   ExpectHas(g.server, "\"udp\", \"tcp\", NULL");
   ExpectHas(g.server, "\t\"via\",");
+}
+
+// -s via: the server file selects the transport itself, lists "via" once, and the Makefile
+// template links librpcvia.
+TEST(RpcgenViaEmit, DashSViaNeedsNoExtraFlags) {
+  const Generated g = Generate(false, false, false, {"via", "udp"});
+  ExpectHas(g.server, "#ifndef RPCGEN_VIA_TRANSPORT\n#define RPCGEN_VIA_TRANSPORT 1");
+  EXPECT_LT(g.server.find("#define RPCGEN_VIA_TRANSPORT"), g.server.find("#include \"t.h\""));
+  ExpectHas(g.server, "\t\"via\", \"udp\", NULL");
+  EXPECT_EQ(g.server.find("\t\"via\",\n"), std::string::npos);  // not twice
+  ExpectHas(g.makefile, "-DRPCGEN_VIA_TRANSPORT");
+  ExpectHas(g.makefile, "LDLIBS += -lrpcvia -lsan -ltirpc");
+  ExpectHas(g.sample_client, "\"via\");");
+  const Generated plain = Generate(false, false);
+  EXPECT_EQ(plain.makefile.find("rpcvia"), std::string::npos);
+  EXPECT_EQ(plain.server.find("#define RPCGEN_VIA_TRANSPORT"), std::string::npos);
 }
 
 TEST(RpcgenViaEmit, MtAndNewstyleSignatures) {
