@@ -1,7 +1,9 @@
 // Interposed epoll calls. epoll_create/epoll_create1 are libc's (the instance is a real kernel
-// epoll); epoll_ctl on a SAN connection and epoll_wait/epoll_pwait on a set holding one go through
-// EpollSet (epoll_set.h); everything else is libc's unchanged.
+// epoll); epoll_ctl on a SAN connection and epoll_wait/epoll_pwait/epoll_pwait2 on a set holding
+// one go through EpollSet (epoll_set.h); everything else is libc's unchanged. epoll_pwait2's
+// nanosecond timeout is rounded up to the millisecond EpollSet sleeps by (never shorter).
 #include <errno.h>
+#include <limits.h>
 
 #include "compat/epoll_set.h"
 #include "compat/managed.h"
@@ -34,6 +36,27 @@ int epoll_pwait(int epfd, epoll_event* events, int max_events, int timeout_ms,
     return Real().epoll_pwait(epfd, events, max_events, timeout_ms, sigmask);
   }
   return EpollSet::Wait(epfd, events, max_events, timeout_ms, sigmask);
+}
+
+int epoll_pwait2(int epfd, epoll_event* events, int max_events, const timespec* timeout,
+                 const sigset_t* sigmask) {
+  if (!Real().epoll_pwait2) {
+    errno = ENOSYS;
+    return -1;
+  }
+  if (!EpollSet::Involved(epfd)) {
+    return Real().epoll_pwait2(epfd, events, max_events, timeout, sigmask);
+  }
+  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
+    errno = EINVAL;
+    return -1;
+  }
+  int ms = -1;
+  if (timeout) {
+    const long long total = timeout->tv_sec * 1000LL + (timeout->tv_nsec + 999999) / 1000000;
+    ms = total > INT_MAX ? INT_MAX : static_cast<int>(total);
+  }
+  return EpollSet::Wait(epfd, events, max_events, ms, sigmask);
 }
 
 }  // extern "C"

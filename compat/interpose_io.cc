@@ -1,9 +1,11 @@
 // Interposed data calls: read/write and their vector forms, send/recv/sendto/recvfrom/sendmsg/
-// recvmsg, the _FORTIFY_SOURCE variants (__read_chk, __recv_chk, __recvfrom_chk: Debian builds
+// recvmsg, sendmmsg/recvmmsg, the _FORTIFY_SOURCE variants (__read_chk, __recv_chk, __recvfrom_chk: Debian builds
 // programs with them), and sendfile. On a managed socket they go through sanlib's data path (which
 // itself hands TCP-fallback sockets to the kernel); on any other fd straight to libc.
 #include <errno.h>
+#include <limits.h>
 #include <sys/sendfile.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -155,6 +157,63 @@ ssize_t recvmsg(int fd, msghdr* msg, int flags) {
     msg->msg_flags = 0;
   }
   return n;
+}
+
+// sendmmsg/recvmmsg on a stream socket are the kernel's loops of sendmsg/recvmsg (net/socket.c,
+// __sys_sendmmsg/do_recvmmsg), reproduced over the SAN path: an error on the first message is the
+// call's; after at least one, the call returns the count. recvmmsg's MSG_WAITFORONE makes every
+// receive after the first nonblocking; its timeout is looked at only after each message (as the
+// kernel's) and the time left is written back.
+int sendmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags) {
+  if (!ManagedShm(fd)) return Real().sendmmsg(fd, msgs, vlen, flags);
+  if (vlen > UIO_MAXIOV) vlen = UIO_MAXIOV;
+  unsigned int sent = 0;
+  bool failed = false;
+  for (; sent < vlen; ++sent) {
+    const ssize_t n = sendmsg(fd, &msgs[sent].msg_hdr, flags);
+    if ((failed = n < 0)) break;
+    msgs[sent].msg_len = static_cast<unsigned int>(n);
+  }
+  return sent > 0 || !failed ? static_cast<int>(sent) : -1;
+}
+
+int recvmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags, timespec* timeout) {
+  if (!ManagedShm(fd)) return Real().recvmmsg(fd, msgs, vlen, flags, timeout);
+  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (vlen > UIO_MAXIOV) vlen = UIO_MAXIOV;
+  timespec end{};
+  if (timeout) {
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += timeout->tv_sec;
+    end.tv_nsec += timeout->tv_nsec;
+    if (end.tv_nsec >= 1000000000) {
+      end.tv_sec += 1;
+      end.tv_nsec -= 1000000000;
+    }
+  }
+  const int wait_for_one = flags & MSG_WAITFORONE;
+  flags &= ~MSG_WAITFORONE;
+  unsigned int got = 0;
+  bool failed = false;
+  while (got < vlen) {
+    const ssize_t n = recvmsg(fd, &msgs[got].msg_hdr, flags);
+    if ((failed = n < 0)) break;
+    msgs[got++].msg_len = static_cast<unsigned int>(n);
+    if (wait_for_one) flags |= MSG_DONTWAIT;
+    if (timeout) {
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      long long left_ns = (end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
+      if (left_ns < 0) left_ns = 0;
+      timeout->tv_sec = static_cast<time_t>(left_ns / 1000000000);
+      timeout->tv_nsec = static_cast<long>(left_ns % 1000000000);
+      if (left_ns == 0) break;
+    }
+  }
+  return got > 0 || !failed ? static_cast<int>(got) : -1;
 }
 
 ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {

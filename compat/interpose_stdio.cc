@@ -14,6 +14,7 @@
 
 #include "compat/managed.h"
 #include "compat/real_calls.h"
+#include "compat/stdio_streams.h"
 #include "san/san.h"
 #include "socket/socket_ops.h"
 
@@ -59,7 +60,42 @@ bool ModeFits(int fd, const char* mode) {
   return (!wants_read || access != O_WRONLY) && (!wants_write || access != O_RDONLY);
 }
 
+FILE* swapped_streams[3] = {};
+
+void FlushSwappedStreams() {
+  for (FILE* f : swapped_streams) {
+    if (f) fflush(f);
+  }
+}
+
 }  // namespace
+
+namespace san::compat {
+
+FILE* OpenSanStream(int fd, const char* mode) {
+  const cookie_io_functions_t io{CookieRead, CookieWrite, CookieSeek, CookieClose};
+  return fopencookie(reinterpret_cast<void*>(static_cast<intptr_t>(fd)), mode, io);
+}
+
+void AttachStandardStreams() {
+  FILE** streams[3] = {&stdin, &stdout, &stderr};
+  const char* modes[3] = {"r", "w", "w"};
+  bool any = false;
+  for (int fd = 0; fd < 3; ++fd) {
+    if (!ManagedShm(fd)) continue;
+    FILE* f = OpenSanStream(fd, modes[fd]);
+    if (!f) continue;
+    if (fd == 2) setvbuf(f, nullptr, _IONBF, 0);  // stderr stays unbuffered
+    *streams[fd] = f;
+    swapped_streams[fd] = f;
+    any = true;
+  }
+  // exit() flushes stdio only after the atexit handlers, the runtime's among them, have sent
+  // FIN: flush ours first (handlers run in reverse order of registration; the runtime exists).
+  if (any) atexit(FlushSwappedStreams);
+}
+
+}  // namespace san::compat
 
 extern "C" FILE* fdopen(int fd, const char* mode) {
   if (!ManagedShm(fd) || !mode) return Real().fdopen(fd, mode);
@@ -72,6 +108,5 @@ extern "C" FILE* fdopen(int fd, const char* mode) {
     errno = EINVAL;
     return nullptr;
   }
-  const cookie_io_functions_t io{CookieRead, CookieWrite, CookieSeek, CookieClose};
-  return fopencookie(reinterpret_cast<void*>(static_cast<intptr_t>(fd)), mode, io);
+  return san::compat::OpenSanStream(fd, mode);
 }

@@ -46,6 +46,8 @@ RealCalls Load() {
   Resolve(r.recvfrom, "recvfrom");
   Resolve(r.sendmsg, "sendmsg");
   Resolve(r.recvmsg, "recvmsg");
+  Resolve(r.sendmmsg, "sendmmsg");
+  Resolve(r.recvmmsg, "recvmmsg");
   Resolve(r.sendfile, "sendfile");
   Resolve(r.read_chk, "__read_chk");
   Resolve(r.recv_chk, "__recv_chk");
@@ -65,7 +67,11 @@ RealCalls Load() {
   Resolve(r.epoll_ctl, "epoll_ctl");
   Resolve(r.epoll_wait, "epoll_wait");
   Resolve(r.epoll_pwait, "epoll_pwait");
+  Resolve(r.epoll_pwait2, "epoll_pwait2", false);
   Resolve(r.fdopen, "fdopen");
+  Resolve(r.execve, "execve");
+  Resolve(r.execvpe, "execvpe");
+  Resolve(r.fexecve, "fexecve");
   return r;
 }
 

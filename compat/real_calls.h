@@ -38,6 +38,8 @@ struct RealCalls {
   ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
   ssize_t (*sendmsg)(int, const msghdr*, int);
   ssize_t (*recvmsg)(int, msghdr*, int);
+  int (*sendmmsg)(int, mmsghdr*, unsigned int, int);
+  int (*recvmmsg)(int, mmsghdr*, unsigned int, int, timespec*);
   ssize_t (*sendfile)(int, int, off_t*, size_t);
   ssize_t (*read_chk)(int, void*, size_t, size_t);
   ssize_t (*recv_chk)(int, void*, size_t, size_t, int);
@@ -60,8 +62,14 @@ struct RealCalls {
   int (*epoll_ctl)(int, int, int, epoll_event*);
   int (*epoll_wait)(int, epoll_event*, int, int);
   int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
+  // May be null (glibc before 2.35): then epoll_pwait2 is not interposed in effect (ENOSYS).
+  int (*epoll_pwait2)(int, epoll_event*, int, const timespec*, const sigset_t*);
 
   FILE* (*fdopen)(int, const char*);
+
+  int (*execve)(const char*, char* const[], char* const[]);
+  int (*execvpe)(const char*, char* const[], char* const[]);
+  int (*fexecve)(int, char* const[], char* const[]);
 };
 
 // The table (resolved on first call; aborts with a message if libc lacks a required function).

@@ -28,6 +28,7 @@ Runtime& Runtime::Get() {
 }
 
 Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
+  pid_.store(getpid());
   if (config_.provider == ProviderChoice::kShm || config_.provider == ProviderChoice::kAuto) {
     shm_ = fabric::GetProvider("shm");
     if (!shm_) shm_unavailable_ = "shm provider unavailable";
@@ -50,6 +51,7 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
       },
       [] {
         Runtime& rt = Get();
+        rt.pid_.store(getpid());
         rt.closer_.AfterForkChild();
         rt.connections_.AfterForkChild();
         rt.table_.AfterForkChild();

@@ -30,6 +30,10 @@ class Runtime {
   SocketTable& table() { return table_; }
   ConnectionThread& connections() { return connections_; }
   CloseThread& closer() { return closer_; }
+  // The process this runtime belongs to: set at creation and in every fork child. A caller that
+  // sees another pid is a vfork() child borrowing its parent's memory (exec_handoff.h): it must
+  // not change anything the parent will find when it resumes.
+  int pid() const { return pid_.load(std::memory_order_relaxed); }
 
   // What this process's connections did, written to SAN_REPORT at exit (the transparency tests
   // read it to know a tool was really accelerated). Counted when a connection settles its mode
@@ -60,6 +64,7 @@ class Runtime {
   ConnectionThread connections_;
   CloseThread closer_;
   Usage usage_;
+  std::atomic<int> pid_{0};
   fabric::Provider* shm_ = nullptr;
   std::string shm_unavailable_;
 };

@@ -17,4 +17,8 @@ void SocketTable::ForEach(const std::function<void(SanSocket*)>& fn) {
   });
 }
 
+void SocketTable::ForEachNumber(const std::function<void(int, SanSocket*)>& fn) {
+  index_.ForEach([&](int fd, SanSocket* s) { fn(fd, s); });
+}
+
 }  // namespace san

@@ -34,6 +34,9 @@ class SocketTable {
   // Calls fn once for every socket, however many numbers it has (under the table mutex: fn must
   // not call back into the table).
   void ForEach(const std::function<void(SanSocket*)>& fn);
+  // Calls fn for every (number, socket) pair: a socket with several numbers (dup) once per number
+  // (under the table mutex, as ForEach).
+  void ForEachNumber(const std::function<void(int, SanSocket*)>& fn);
 
   // Sockets are deleted only under the exclusive lifetime lock; a shared pin keeps every socket
   // found meanwhile alive.

@@ -1,0 +1,378 @@
+#include "socket/exec_handoff.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "common/clock.h"
+#include "common/fd_placement.h"
+#include "common/log.h"
+#include "socket/exec_image.h"
+#include "socket/kernel.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+constexpr size_t kMaxInheritBytes = 64u << 20;
+
+int Dup3(int from, int to) { return static_cast<int>(::syscall(SYS_dup3, from, to, 0)); }
+
+bool CloseOnExec(int fd) {
+  const int flags = kernel::fcntl(fd, F_GETFD, 0);
+  return flags >= 0 && (flags & FD_CLOEXEC);
+}
+
+// A TCP socket whose connection was reset: its first read reports ECONNRESET (then EOF), writes
+// EPIPE. What a program gets instead of a SAN connection it cannot use: an error it sees, never a
+// kernel connection whose peer reads elsewhere. Made over loopback (listen, connect, accept, close
+// with a zero linger); if that fails, an unconnected TCP socket (ENOTCONN / EPIPE) still errs.
+UniqueFd MakeResetSocket() {
+  UniqueFd c(kernel::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd l(kernel::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!c.valid() || !l.valid()) return c;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (kernel::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      kernel::listen(l.get(), 1) != 0 ||
+      kernel::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+      kernel::connect(c.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return c;
+  }
+  UniqueFd accepted(kernel::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!accepted.valid()) return c;
+  const linger reset{1, 0};
+  kernel::setsockopt(accepted.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  accepted.reset();  // RST
+  pollfd p{c.get(), POLLIN, 0};
+  kernel::poll(&p, 1, 200);  // loopback delivers it at once; the bound only guards oddities
+  return c;
+}
+
+// Puts a reset socket at `number` (for good: the new image's side of an import that failed).
+void ResetNumber(int number) {
+  UniqueFd placeholder = MakeResetSocket();
+  if (!placeholder.valid() || Dup3(placeholder.get(), number) < 0) {
+    SAN_LOG_ERROR("fd %d: cannot replace an unusable SAN connection: %s", number, strerror(errno));
+  }
+}
+
+// Whether another process still holds `s` (SanSocket::holders_*): every holder has a read end of
+// the holders pipe (fork copies it, close and exec drop it), so with ours closed a write to the
+// pipe fails with EPIPE exactly when no other holder is left. Our write end stays open all along,
+// so a holder closing meanwhile never takes itself for the last one (socket_ops.cc: DropOwnHold
+// looks for the write ends going). The probe bytes are drained once our read end is back.
+bool OthersHold(SanSocket& s) {
+  const int w = s.holders_write.get();
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", w);
+  if (access(path, F_OK) != 0) return true;  // no /proc: our read end could not come back
+  s.holders_read.reset();
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  const char probe = 0;
+  const ssize_t n = ::syscall(SYS_write, w, &probe, 1);
+  const bool others = !(n < 0 && errno == EPIPE);
+  if (!others && !was_pending) {
+    const timespec zero{0, 0};
+    sigtimedwait(&pipe_only, nullptr, &zero);  // the EPIPE's SIGPIPE, directed at this thread
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  const int r = ::open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (r < 0) {
+    SAN_LOG_WARN("fd %d: fork-holder pipe not reopened (%s); holders are counted instead",
+                 s.fd.load(), strerror(errno));
+    return true;
+  }
+  s.holders_read.reset(PlaceHigh(r));
+  char drain[256];
+  while (::syscall(SYS_read, s.holders_read.get(), drain, sizeof drain) > 0) {
+  }
+  return others;
+}
+
+// The combine timer watches a stream with bytes waiting (as data_path.cc arms it).
+void RearmTimer(proto::Stream& stream) {
+  stream.DisarmTimer();
+  if (stream.FlushIfDue(NowNs()) && stream.TryArmTimer()) {
+    Runtime::Get().closer().ArmTimer(&stream);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
+  Runtime* rt = Runtime::IfCreated();
+  if (!rt) return nullptr;
+  std::unique_ptr<ExecHandoff> h(new ExecHandoff());
+  h->vfork_child_ = rt->pid() != getpid();
+  if (!h->vfork_child_) h->pin_ = rt->table().Pin();
+  // Every connected SAN socket, with those of its numbers the new image inherits (maybe none).
+  struct Candidate {
+    std::vector<int> inherited;
+  };
+  std::map<SanSocket*, Candidate> candidates;
+  rt->table().ForEachNumber([&](int fd, SanSocket* s) {
+    if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
+    Candidate& c = candidates[s];
+    if (!CloseOnExec(fd)) c.inherited.push_back(fd);
+  });
+  if (candidates.empty()) return nullptr;
+  const uint64_t stdio_deadline = NowNs() + uint64_t{kStdioHolderWaitMs} * 1000000;
+  for (auto& [s, c] : candidates) {
+    std::sort(c.inherited.begin(), c.inherited.end());
+    const bool on_stdio = !c.inherited.empty() && c.inherited.front() <= STDERR_FILENO;
+    const bool may_move = new_image_runs_layer && !h->vfork_child_ &&
+                          s->sleepers.load(std::memory_order_acquire) == 0 &&
+                          s->holders_read.valid() && s->holders_write.valid();
+    if (c.inherited.empty()) {
+      // Closed by the exec. Only the last holder's close is the connection's end (FIN).
+      if (may_move && h->CheckSole(*s, 0)) h->Move(*s, {}, true);
+      continue;
+    }
+    bool moved = false;
+    if (may_move) {
+      const uint64_t now = NowNs();
+      const int wait_ms =
+          on_stdio && now < stdio_deadline ? static_cast<int>((stdio_deadline - now) / 1000000) : 0;
+      if (h->CheckSole(*s, wait_ms)) moved = h->Move(*s, c.inherited, false);
+    }
+    if (!moved) {
+      SAN_LOG_INFO("exec: fd %d's SAN connection cannot follow into the new image (%s); it gets "
+                   "a reset socket",
+                   c.inherited.front(),
+                   !new_image_runs_layer ? "the new image does not load sanlib"
+                   : h->vfork_child_     ? "vfork child"
+                                         : "another process holds it, or it is in use");
+      for (int n : c.inherited) h->Swap(n);
+    }
+  }
+  if (!h->moved_.empty()) {
+    std::vector<exec::InheritedSocket> records;
+    for (Moved& m : h->moved_) {
+      exec::InheritedSocket r;
+      r.numbers = m.close_on_arrival ? std::vector<int>{m.private_number.get()} : m.numbers;
+      r.close_on_arrival = m.close_on_arrival;
+      r.nonblocking = m.socket->nonblocking.load();
+      r.read_shut = m.socket->read_shut.load();
+      for (const UniqueFd& fd : m.image.endpoint.fds) r.endpoint_fds.push_back(fd.get());
+      r.image.params = m.image.params;
+      r.image.provider_caps = m.image.provider_caps;
+      r.image.recv_region = m.image.recv_region;
+      r.image.staging_region = m.image.staging_region;
+      r.image.endpoint.state = m.image.endpoint.state;
+      r.image.state = m.image.state;
+      records.push_back(std::move(r));
+    }
+    if (!h->WriteMemfd(exec::EncodeInheritance(records))) {
+      // Nothing can move after all: back to the placeholders (the exported copies are dropped).
+      SAN_LOG_WARN("exec: cannot pass SAN connections to the new image: %s", strerror(errno));
+      for (Moved& m : h->moved_) {
+        RearmTimer(*m.socket->stream);
+        for (int n : m.numbers) h->Swap(n);
+      }
+      h->moved_.clear();
+    }
+  }
+  return h;
+}
+
+bool ExecHandoff::CheckSole(SanSocket& s, int wait_ms) {
+  const uint64_t deadline = NowNs() + uint64_t(wait_ms) * 1000000;
+  for (;;) {
+    if (!OthersHold(s)) return true;
+    if (NowNs() >= deadline) return false;
+    kernel::poll(nullptr, 0, 2);  // an inetd-style parent closes its copy right after fork
+  }
+}
+
+bool ExecHandoff::Move(SanSocket& s, std::vector<int> numbers, bool close_on_arrival) {
+  Runtime& rt = Runtime::Get();
+  proto::Stream& stream = *s.stream;
+  // The close thread must not flush this stream after we copied it.
+  rt.closer().Forget(&stream);
+  stream.Flush();  // combined bytes out now if there is credit (else they travel in the image)
+  Moved m{&s, std::move(numbers), close_on_arrival, UniqueFd(), {}};
+  Status st = stream.Export(&m.image);
+  if (st.ok()) {
+    for (const UniqueFd& fd : m.image.endpoint.fds) {
+      if (kernel::fcntl(fd.get(), F_SETFD, 0) != 0) st = Status::FromErrno("fcntl(exported fd)");
+    }
+  }
+  if (st.ok() && close_on_arrival) {
+    m.private_number.reset(DupHigh(s.fd.load()));
+    if (!m.private_number.valid() || kernel::fcntl(m.private_number.get(), F_SETFD, 0) != 0) {
+      st = Status::FromErrno("dup(kernel socket)");
+    }
+  }
+  if (!st.ok() || m.image.endpoint.fds.size() > exec::kMaxEndpointFds ||
+      m.numbers.size() > exec::kMaxNumbers) {
+    SAN_LOG_WARN("exec: fd %d: cannot export the SAN connection: %s", s.fd.load(),
+                 st.ok() ? "too many fds" : st.ToString().c_str());
+    RearmTimer(stream);
+    return false;
+  }
+  moved_.push_back(std::move(m));
+  return true;
+}
+
+void ExecHandoff::Swap(int number) {
+  UniqueFd saved(DupHigh(number));
+  UniqueFd placeholder = MakeResetSocket();
+  if (!saved.valid() || !placeholder.valid() || Dup3(placeholder.get(), number) < 0) {
+    SAN_LOG_ERROR("exec: fd %d: cannot put a reset socket in place of the SAN connection: %s",
+                  number, strerror(errno));
+    return;
+  }
+  swapped_.push_back(Swapped{number, std::move(saved)});
+}
+
+bool ExecHandoff::WriteMemfd(const std::vector<std::byte>& bytes) {
+  if (bytes.size() > kMaxInheritBytes) {
+    errno = E2BIG;
+    return false;
+  }
+  UniqueFd fd(memfd_create("sanlib-exec", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return false;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd.get(), bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  kernel::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+  memfd_.reset(PlaceHigh(fd.release()));
+  if (kernel::fcntl(memfd_.get(), F_SETFD, 0) != 0) return false;
+  env_entry_ = exec::kInheritVariable;
+  env_entry_.append("=").append(std::to_string(memfd_.get()));
+  return true;
+}
+
+void ExecHandoff::Abandon() {
+  for (Swapped& s : swapped_) {
+    if (Dup3(s.saved.get(), s.number) < 0) {
+      SAN_LOG_ERROR("exec failed and fd %d could not be restored: %s", s.number, strerror(errno));
+    }
+  }
+  swapped_.clear();
+  for (Moved& m : moved_) RearmTimer(*m.socket->stream);
+  moved_.clear();  // closes the exported copies of the endpoint fds
+  memfd_.reset();
+  env_entry_.clear();
+  if (pin_.owns_lock()) pin_.unlock();
+}
+
+ExecHandoff::~ExecHandoff() {
+  // After Abandon, or never reached (the exec succeeded). A vfork child must not release what it
+  // never took; the pin is only held by a real process.
+  if (pin_.owns_lock()) pin_.unlock();
+}
+
+void AdoptInherited(const char* value) {
+  char* end = nullptr;
+  const long number = strtol(value, &end, 10);
+  unsetenv(exec::kInheritVariable);  // our children must not see it
+  if (!end || *end != '\0' || number < 0 || number > INT32_MAX) {
+    SAN_LOG_ERROR("%s=%s: not an fd number; inherited SAN connections are lost",
+                  exec::kInheritVariable, value);
+    return;
+  }
+  // Only a sealed memfd is what an exec of ours left (WriteMemfd); any other fd the variable names
+  // belongs to the program and is left alone.
+  constexpr int kOurSeals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
+  const int fd = static_cast<int>(number);
+  const int seals = kernel::fcntl(fd, F_GET_SEALS, 0);
+  struct stat st;
+  if (seals < 0 || (seals & kOurSeals) != kOurSeals || fstat(fd, &st) != 0 ||
+      !S_ISREG(st.st_mode) || st.st_size < 0 ||
+      static_cast<uint64_t>(st.st_size) > kMaxInheritBytes) {
+    SAN_LOG_ERROR("%s: fd %d is not an inheritance record sanlib left; ignored",
+                  exec::kInheritVariable, fd);
+    return;
+  }
+  UniqueFd memfd(fd);
+  std::vector<std::byte> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::pread(memfd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  memfd.reset();
+  Result<std::vector<exec::InheritedSocket>> records = exec::DecodeInheritance(bytes);
+  if (done != bytes.size() || !records.ok()) {
+    SAN_LOG_ERROR("%s: unreadable inheritance record (%s)", exec::kInheritVariable,
+                  records.ok() ? "short read" : records.status().ToString().c_str());
+    return;
+  }
+  Runtime& rt = Runtime::Get();
+  for (exec::InheritedSocket& r : records.value()) {
+    // Every number must be open, and the socket's a stream socket, before any of it is ours.
+    bool present = true;
+    for (int fd : r.numbers) present = present && kernel::fcntl(fd, F_GETFD, 0) >= 0;
+    for (int fd : r.endpoint_fds) present = present && kernel::fcntl(fd, F_GETFD, 0) >= 0;
+    int type = 0;
+    socklen_t tlen = sizeof type;
+    if (!present || kernel::getsockopt(r.numbers[0], SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 ||
+        type != SOCK_STREAM) {
+      SAN_LOG_ERROR("%s: inherited fds missing; that connection is lost", exec::kInheritVariable);
+      continue;
+    }
+    for (int fd : r.endpoint_fds) {
+      kernel::fcntl(fd, F_SETFD, FD_CLOEXEC);
+      r.image.endpoint.fds.emplace_back(fd);
+    }
+    std::string why;
+    fabric::Provider* provider = rt.ListenProvider(&why);
+    Result<std::unique_ptr<proto::Stream>> stream =
+        provider ? proto::Stream::Import(*provider, std::move(r.image))
+                 : Result<std::unique_ptr<proto::Stream>>(Status(ENOTSUP, "no shm provider here"));
+    SanSocket* s = stream.ok() ? Track(r.numbers[0], r.nonblocking) : nullptr;
+    if (!s) {
+      SAN_LOG_WARN("exec: fd %d: inherited SAN connection not re-attached (%s); reset",
+                   r.numbers[0], stream.ok() ? "socket table" : stream.status().ToString().c_str());
+      if (stream.ok()) stream.value()->Abort();
+      for (int n : r.numbers) {
+        if (r.close_on_arrival) {
+          KernelClose(n);
+        } else {
+          ResetNumber(n);
+        }
+      }
+      continue;
+    }
+    for (size_t i = 1; i < r.numbers.size(); ++i) NoteDuplicate(r.numbers[0], r.numbers[i]);
+    if (r.read_shut) s->read_shut.store(true);
+    proto::Stream& raw = *stream.value();
+    raw.Flush();
+    Settle(*s, std::move(stream).value(), std::string());
+    RearmTimer(raw);
+    SAN_LOG_INFO("exec: fd %d: SAN connection re-attached%s", r.numbers[0],
+                 r.close_on_arrival ? " (to close it)" : "");
+    if (r.close_on_arrival) Close(r.numbers[0]);
+  }
+}
+
+}  // namespace san

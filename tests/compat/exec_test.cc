@@ -1,0 +1,430 @@
+// exec() and SAN connections (socket/exec_handoff.h, compat/interpose_exec.cc): a connection a
+// new image inherits either re-attaches (same shm stream, byte-exact both ways) or the new image
+// gets a reset socket -- never a kernel connection whose peer reads elsewhere.
+//
+// This process is the SAN peer (linked with libsan_compat); the exec'ing side is real programs
+// under sanrun: bash opens the connection (/dev/tcp, through the interposed socket/connect) and
+// execs cat, sh or true with it. Children are started with posix_spawn (no fork of this
+// multithreaded process: see .ci/run on ASan and fork). The failed-exec cases run in this process.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compat/program.h"
+#include "san/san.h"
+#include "support/inet.h"
+
+extern char** environ;
+
+namespace san::testing_support {
+namespace {
+
+constexpr int kWaitMs = 10000;
+
+std::string TempPath(const std::string& name) {
+  const char* dir = getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/san_exec_" + std::to_string(getpid()) + "_" +
+         name;
+}
+
+// A child started with posix_spawn, output to a log; killed and reaped if the test ends first.
+class Spawned {
+ public:
+  Spawned(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+          const std::string& log)
+      : log_(log) {
+    std::vector<std::string> env_strings(extra_env);
+    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+    std::vector<char*> env, args;
+    for (std::string& s : env_strings) env.push_back(s.data());
+    env.push_back(nullptr);
+    std::vector<std::string> argv_copy(argv);
+    for (std::string& s : argv_copy) args.push_back(s.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    const int rc = posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), env.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << strerror(rc);
+      pid_ = -1;
+    }
+  }
+  ~Spawned() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (!::testing::Test::HasFailure()) unlink(log_.c_str());  // kept for a failure's diagnosis
+  }
+  // Exit status (128 + signal if killed by one); -1 after timeout (then it is killed).
+  int Wait(int timeout_ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (pid_ > 0) {
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      if (std::chrono::steady_clock::now() >= end) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+  std::string Log() const {
+    std::ifstream in(log_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+std::vector<char> Pattern(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<char> v(n);
+  for (char& c : v) c = static_cast<char>(rng());
+  return v;
+}
+
+bool WaitReadable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1;
+}
+
+// Reads until `want` bytes, EOF or an error; each wait bounded. Returns bytes read; *err the
+// errno of the read that ended it (0 for EOF or enough).
+std::vector<char> ReadUpTo(int fd, size_t want, int* err) {
+  std::vector<char> got;
+  *err = 0;
+  char buf[65536];
+  while (got.size() < want) {
+    if (!WaitReadable(fd, kWaitMs)) {
+      *err = ETIMEDOUT;
+      break;
+    }
+    const ssize_t n = read(fd, buf, std::min(sizeof buf, want - got.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *err = n < 0 ? errno : 0;
+      break;
+    }
+    got.insert(got.end(), buf, buf + n);
+  }
+  return got;
+}
+
+// A SAN listener of this process on 127.0.0.1 (close-on-exec: children must not inherit it).
+class Listener {
+ public:
+  Listener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a = Loopback(0);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(fd_, 8), 0);
+    port_ = PortOf(fd_);
+  }
+  ~Listener() { close(fd_); }
+  uint16_t port() const { return port_; }
+  // The next connection, or -1 after the timeout.
+  int Accept() {
+    if (!WaitReadable(fd_, kWaitMs)) return -1;
+    return accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+int ModeOf(int fd) {
+  san_info info{};
+  return san_getinfo(fd, &info) == 0 ? info.mode : -1;
+}
+
+std::vector<std::string> UnderSanrun(const std::string& script) {
+  return {SAN_SANRUN, "--", "bash", "-c", script};
+}
+
+std::string Connect3(uint16_t port) {
+  return "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + "; ";
+}
+
+// Sends `data` and reads as many bytes back, interleaved on one thread (nonblocking, poll): the
+// echo both ways, byte-exact. (One thread: a writer and a reader thread sleeping on the same SAN
+// socket can miss a wake-up, a socket-layer race outside this test's subject.)
+void ExpectEcho(int fd, const std::vector<char>& data) {
+  const int flags = fcntl(fd, F_GETFL);
+  ASSERT_EQ(fcntl(fd, F_SETFL, flags | O_NONBLOCK), 0);
+  std::vector<char> back;
+  size_t sent = 0;
+  char buf[65536];
+  while (back.size() < data.size()) {
+    pollfd p{fd, static_cast<short>(POLLIN | (sent < data.size() ? POLLOUT : 0)), 0};
+    ASSERT_EQ(poll(&p, 1, kWaitMs), 1) << "echo stalled: sent " << sent << ", back "
+                                       << back.size();
+    if ((p.revents & POLLOUT) && sent < data.size()) {
+      const ssize_t n = write(fd, data.data() + sent, std::min<size_t>(65536, data.size() - sent));
+      if (n > 0) sent += static_cast<size_t>(n);
+      ASSERT_TRUE(n > 0 || errno == EAGAIN) << "write: " << strerror(errno);
+    }
+    if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = read(fd, buf, sizeof buf);
+      ASSERT_TRUE(n > 0 || (n < 0 && errno == EAGAIN))
+          << "echo ended early after " << back.size() << ": " << (n == 0 ? "EOF" : strerror(errno));
+      if (n > 0) back.insert(back.end(), buf, buf + n);
+    }
+  }
+  ASSERT_EQ(fcntl(fd, F_SETFL, flags), 0);
+  EXPECT_TRUE(back == data) << "echoed bytes differ";
+}
+
+// The echo through an exec'd cat, then our EOF ends it and cat's EOF reaches us.
+void RunEchoCase(const std::string& script_after_connect, const std::string& name) {
+  signal(SIGPIPE, SIG_IGN);  // a peer that went away is an error to report, not a death
+  Listener listener;
+  const std::string report = TempPath(name + ".report");
+  unlink(report.c_str());
+  Spawned client(UnderSanrun(Connect3(listener.port()) + script_after_connect),
+                 {"SAN_REPORT=" + report}, TempPath(name + ".log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM) << "the connection did not start on shm";
+  const std::vector<char> data = Pattern(1u << 20, 7);
+  ExpectEcho(fd, data);
+  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
+  EXPECT_EQ(err, 0) << "expected cat's EOF: " << strerror(err);
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  close(fd);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  // cat itself moved the bytes over shm: the connection it inherited re-attached.
+  const Usage cat = UsageOf(report, "cat");
+  EXPECT_EQ(cat.shm_connections, 1u) << client.Log();
+  EXPECT_EQ(cat.shm_bytes_received, data.size());
+  EXPECT_EQ(cat.shm_bytes_sent, data.size());
+  EXPECT_EQ(cat.tcp_connections, 0u);
+  unlink(report.c_str());
+}
+
+// `sanrun bash -c 'exec 3<>/dev/tcp/...; exec cat <&3 >&3'`: bash's own connection, its stdin
+// and stdout made dups of it, exec'd into a preloaded cat.
+TEST(ExecTest, PreloadedImageReattachesAndStaysShm) {
+  RunEchoCase("exec cat <&3 >&3", "reattach");
+}
+
+// inetd style: fork, dup2 the socket onto 0 and 1, exec; the parent closes its copy (the exec
+// waits for that, bounded, since the socket is on stdio).
+TEST(ExecTest, InetdStyleForkDup2Exec) {
+  RunEchoCase("(exec cat <&3 >&3) & exec 3>&-; wait", "inetd");
+}
+
+// An image that does not load the layer (LD_PRELOAD dropped) must not get a kernel connection
+// nobody reads: its write fails and its read ends, and we never see a byte of it.
+TEST(ExecTest, ImageWithoutLayerGetsResetSocketNeverData) {
+  Listener listener;
+  Spawned client(UnderSanrun(Connect3(listener.port()) +
+                             "LD_PRELOAD= exec sh -c 'trap \"\" PIPE; "
+                             "if echo not-for-you >&3; then echo WROTE; else echo WRITE-FAILED; fi; "
+                             "cat <&3; echo READ-ENDED'"),
+                 {}, TempPath("plain.log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  const std::string log = client.Log();
+  EXPECT_NE(log.find("WRITE-FAILED"), std::string::npos) << log;
+  EXPECT_EQ(log.find("WROTE"), std::string::npos) << log;
+  EXPECT_NE(log.find("READ-ENDED"), std::string::npos) << log;
+  // Our side: the connection ended (EOF or reset), with no data.
+  int err = 0;
+  const std::vector<char> got = ReadUpTo(fd, 1, &err);
+  EXPECT_TRUE(got.empty()) << "received bytes from an image that cannot speak SAN";
+  EXPECT_TRUE(err == 0 || err == ECONNRESET || err == EPIPE) << strerror(err);
+  close(fd);
+}
+
+// Another process (the parent shell) keeps the connection: the exec'd child cannot take it and
+// gets the reset socket (cat fails), and the connection carries on, untouched, for the parent,
+// which reads what we sent meanwhile (bash's read builtin: read(2) on fd 3) and exits 0 on a match.
+TEST(ExecTest, SharedConnectionStaysWithTheOtherHolder) {
+  Listener listener;
+  Spawned client(UnderSanrun(Connect3(listener.port()) +
+                             "if (exec cat <&3 >/dev/null) 2>/dev/null; then exit 3; fi; "
+                             "read -r -u 3 line && [ \"$line\" = for-the-parent ]"),
+                 {}, TempPath("shared.log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  const std::string line = "for-the-parent\n";
+  ASSERT_EQ(write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
+  EXPECT_EQ(err, 0) << "expected the parent's EOF: " << strerror(err);
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  close(fd);
+}
+
+// A program that reads stdin and writes stdout through stdio (sed): the inherited connection on
+// fd 0 and 1 is reached through stdin/stdout, and what sed buffers until exit still arrives
+// before its FIN.
+TEST(ExecTest, StdioProgramUsesInheritedConnection) {
+  Listener listener;
+  const std::string report = TempPath("stdio.report");
+  unlink(report.c_str());
+  Spawned client(UnderSanrun(Connect3(listener.port()) + "exec sed 's/^/echo: /' <&3 >&3"),
+                 {"SAN_REPORT=" + report}, TempPath("stdio.log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  const std::string text = "hello\nworld\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
+  int err = 0;
+  const std::vector<char> got = ReadUpTo(fd, 1 << 16, &err);
+  EXPECT_EQ(std::string(got.begin(), got.end()), "echo: hello\necho: world\n");
+  EXPECT_EQ(err, 0) << strerror(err);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  EXPECT_EQ(UsageOf(report, "sed").shm_connections, 1u);
+  close(fd);
+  unlink(report.c_str());
+}
+
+// All the program's numbers for the socket are close-on-exec (python's sockets are): the new
+// image only closes it, and we read what was sent before the exec, then EOF -- not a reset.
+TEST(ExecTest, CloseOnExecSocketEndsWithEof) {
+  if (!Installed("python3")) GTEST_SKIP() << "python3 not installed";
+  Listener listener;
+  const std::string script =
+      "import os, socket\n"
+      "s = socket.create_connection(('127.0.0.1', " + std::to_string(listener.port()) + "))\n"
+      "s.sendall(b'sent-before-exec')\n"
+      "os.execv('/bin/true', ['true'])\n";
+  Spawned client({SAN_SANRUN, "--", "python3", "-c", script}, {}, TempPath("cloexec.log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  int err = 0;
+  const std::vector<char> got = ReadUpTo(fd, 1 << 16, &err);
+  EXPECT_EQ(std::string(got.begin(), got.end()), "sent-before-exec");
+  EXPECT_EQ(err, 0) << "expected EOF, got " << strerror(err);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  close(fd);
+}
+
+// SAN_INHERIT is input to every preloaded program: a value that is not what an exec of ours
+// left is reported and ignored, and the fd it names is not touched.
+TEST(ExecTest, BadInheritVariableIsIgnored) {
+  for (const std::string value : {"abc", "-1", "99999", "0"}) {
+    SCOPED_TRACE(value);
+    Spawned prog({SAN_SANRUN, "--", "bash", "-c", "cat < /etc/hostname"},
+                 {"SAN_INHERIT=" + value}, TempPath("badinherit.log"));
+    EXPECT_EQ(prog.Wait(kWaitMs), 0) << prog.Log();
+    const std::string log = prog.Log();
+    EXPECT_NE(log.find("SAN_INHERIT"), std::string::npos) << "not reported: " << log;
+    std::ifstream host("/etc/hostname");
+    std::string first;
+    std::getline(host, first);
+    EXPECT_NE(log.find(first), std::string::npos) << "the program's own input was lost: " << log;
+  }
+}
+
+// Counts this process's open fds.
+int OpenFds() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) >= 0;
+  return n;
+}
+
+// A SAN pair inside this process, both ends inherited by an exec (not close-on-exec).
+void MakeInheritablePair(int* client, int* server) {
+  Listener listener;
+  *client = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = Loopback(listener.port());
+  ASSERT_EQ(connect(*client, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
+  *server = listener.Accept();
+  ASSERT_GE(*server, 0);
+  ASSERT_EQ(ModeOf(*client), SAN_MODE_SHM);
+}
+
+void ExpectPairWorks(int client, int server) {
+  const std::vector<char> there = Pattern(200000, 1), back = Pattern(150000, 2);
+  std::thread t([&] {
+    size_t done = 0;
+    while (done < there.size()) {
+      const ssize_t n = write(client, there.data() + done, there.size() - done);
+      ASSERT_GT(n, 0) << strerror(errno);
+      done += static_cast<size_t>(n);
+    }
+  });
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(server, there.size(), &err) == there) << strerror(err);
+  t.join();
+  ASSERT_EQ(write(server, back.data(), back.size()), static_cast<ssize_t>(back.size()));
+  EXPECT_TRUE(ReadUpTo(client, back.size(), &err) == back) << strerror(err);
+  EXPECT_EQ(ModeOf(client), SAN_MODE_SHM);
+  EXPECT_EQ(ModeOf(server), SAN_MODE_SHM);
+}
+
+// exec fails (no such file): both ends, which it had packed to move (the environment names the
+// preload library) or swapped for reset sockets (it does not), work on as before, on shm, with
+// the same fds and flags; nothing is left open.
+TEST(ExecTest, FailedExecLeavesSocketsWorking) {
+  int client = -1, server = -1;
+  MakeInheritablePair(&client, &server);
+  ASSERT_EQ(dup2(client, 0), 0) << "stdin as a dup: the exec waits for other holders there";
+  const int fds_before = OpenFds();
+  std::string preload = "LD_PRELOAD=/nonexistent/libsan_preload.so";
+  for (bool with_layer : {true, false}) {
+    SCOPED_TRACE(with_layer ? "new image would load the layer" : "new image without the layer");
+    char* argv[] = {const_cast<char*>("prog"), nullptr};
+    char* env_with[] = {preload.data(), nullptr};
+    char* env_without[] = {nullptr};
+    errno = 0;
+    EXPECT_EQ(execve("/nonexistent/prog", argv, with_layer ? env_with : env_without), -1);
+    EXPECT_EQ(errno, ENOENT);
+    EXPECT_EQ(OpenFds(), fds_before);
+    EXPECT_EQ(fcntl(client, F_GETFD), 0);
+    ExpectPairWorks(client, server);
+    ExpectPairWorks(0, server);
+  }
+  // Also through execvp's PATH search and execl's argument list.
+  EXPECT_EQ(execlp("no-such-program-here", "x", static_cast<char*>(nullptr)), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(OpenFds(), fds_before);
+  ExpectPairWorks(client, server);
+  // The fork hold came back: closing every number still ends the connection with EOF.
+  ASSERT_EQ(dup2(server, 0), 0);  // replaces the client's dup: closes that number
+  close(client);
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(server, 1, &err).empty());
+  EXPECT_EQ(err, 0) << strerror(err);
+  close(server);
+  int devnull = open("/dev/null", O_RDONLY);
+  dup2(devnull, 0);
+  close(devnull);
+}
+
+}  // namespace
+}  // namespace san::testing_support
