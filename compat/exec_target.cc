@@ -28,7 +28,8 @@ bool PreloadNamesLayer(char* const envp[]) {
       const size_t end = list.find_first_of(": ");
       std::string_view entry = list.substr(0, end);
       const size_t slash = entry.rfind('/');
-      const std::string_view base = slash == std::string_view::npos ? entry : entry.substr(slash + 1);
+      const std::string_view base =
+          slash == std::string_view::npos ? entry : entry.substr(slash + 1);
       if (base.substr(0, 14) == "libsan_preload") return true;
       if (end == std::string_view::npos) break;
       list.remove_prefix(end + 1);

@@ -1,7 +1,8 @@
 // Interposed data calls: read/write and their vector forms, send/recv/sendto/recvfrom/sendmsg/
-// recvmsg, sendmmsg/recvmmsg, the _FORTIFY_SOURCE variants (__read_chk, __recv_chk, __recvfrom_chk: Debian builds
-// programs with them), and sendfile. On a managed socket they go through sanlib's data path (which
-// itself hands TCP-fallback sockets to the kernel); on any other fd straight to libc.
+// recvmsg, sendmmsg/recvmmsg, the _FORTIFY_SOURCE variants (__read_chk, __recv_chk, __recvfrom_chk:
+// Debian builds programs with them), and sendfile. On a managed socket they go through sanlib's
+// data path (which itself hands TCP-fallback sockets to the kernel); on any other fd straight to
+// libc.
 #include <errno.h>
 #include <limits.h>
 #include <sys/sendfile.h>

@@ -156,12 +156,13 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
       if (h->CheckSole(*s, wait_ms)) moved = h->Move(*s, c.inherited, false);
     }
     if (!moved) {
-      SAN_LOG_INFO("exec: fd %d's SAN connection cannot follow into the new image (%s); it gets "
-                   "a reset socket",
-                   c.inherited.front(),
-                   !new_image_runs_layer ? "the new image does not load sanlib"
-                   : h->vfork_child_     ? "vfork child"
-                                         : "another process holds it, or it is in use");
+      SAN_LOG_INFO(
+          "exec: fd %d's SAN connection cannot follow into the new image (%s); it gets "
+          "a reset socket",
+          c.inherited.front(),
+          !new_image_runs_layer ? "the new image does not load sanlib"
+          : h->vfork_child_     ? "vfork child"
+                                : "another process holds it, or it is in use");
       for (int n : c.inherited) h->Swap(n);
     }
   }
@@ -254,8 +255,8 @@ bool ExecHandoff::WriteMemfd(const std::vector<std::byte>& bytes) {
   if (!fd.valid()) return false;
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pwrite(fd.get(), bytes.data() + done, bytes.size() - done,
-                               static_cast<off_t>(done));
+    const ssize_t n =
+        ::pwrite(fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<size_t>(n);

@@ -78,7 +78,7 @@ class ExecHandoff {
     SanSocket* socket;
     std::vector<int> numbers;
     bool close_on_arrival;
-    UniqueFd private_number;  // close on arrival: the new image's number for the kernel socket
+    UniqueFd private_number;   // close on arrival: the new image's number for the kernel socket
     proto::StreamImage image;  // owns the exported (non-close-on-exec) endpoint fds
   };
   struct Swapped {

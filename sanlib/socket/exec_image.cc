@@ -92,9 +92,8 @@ Result<std::vector<InheritedSocket>> DecodeInheritance(std::span<const std::byte
   for (uint32_t r = 0; r < fh.count; ++r) {
     RecordHeader h;
     if (!Take(bytes, &at, &h, sizeof h)) return Bad("inheritance: short record");
-    if (h.num_numbers == 0 || h.num_numbers > kMaxNumbers ||
-        h.num_endpoint_fds > kMaxEndpointFds || h.endpoint_state_bytes > kMaxStateBytes ||
-        h.stream_state_bytes > kMaxStateBytes ||
+    if (h.num_numbers == 0 || h.num_numbers > kMaxNumbers || h.num_endpoint_fds > kMaxEndpointFds ||
+        h.endpoint_state_bytes > kMaxStateBytes || h.stream_state_bytes > kMaxStateBytes ||
         (h.flags & ~(kCloseOnArrival | kNonblocking | kReadShut)) != 0) {
       return Bad("inheritance: record sizes");
     }

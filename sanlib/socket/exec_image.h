@@ -33,8 +33,8 @@ namespace san::exec {
 // The environment variable naming the memfd in the new image.
 inline constexpr char kInheritVariable[] = "SAN_INHERIT";
 
-inline constexpr size_t kMaxNumbers = 16;        // fd numbers one socket may have in the new image
-inline constexpr size_t kMaxEndpointFds = 8;     // as handover.cc
+inline constexpr size_t kMaxNumbers = 16;     // fd numbers one socket may have in the new image
+inline constexpr size_t kMaxEndpointFds = 8;  // as handover.cc
 inline constexpr size_t kMaxRecords = 4096;
 inline constexpr size_t kMaxStateBytes = 1u << 20;
 

@@ -122,8 +122,7 @@ TEST(ExecImageTest, RandomCorpusReplay) {
       {
         const std::vector<std::byte>& tail = seeds[rng() % 3];
         input.insert(input.end(), tail.begin(), tail.end());
-      }
-        break;
+      } break;
       default:  // raw bytes
         input.resize(rng() % 600);
         for (std::byte& b : input) b = std::byte(rng());

@@ -49,7 +49,7 @@ TEST(ExecTargetTest, StaticProgramsAndTheirScriptsDoNotLoadIt) {
   const std::string unknown = Script("plain", "echo no interpreter line");
   EXPECT_FALSE(NewImageRunsLayer(on_static.c_str(), env));
   EXPECT_TRUE(NewImageRunsLayer(on_shell.c_str(), env));
-  EXPECT_TRUE(NewImageRunsLayer(unknown.c_str(), env));  // execvp runs it with /bin/sh
+  EXPECT_TRUE(NewImageRunsLayer(unknown.c_str(), env));      // execvp runs it with /bin/sh
   EXPECT_TRUE(NewImageRunsLayer("/nonexistent/prog", env));  // the exec fails; all is put back
   for (const std::string& p : {on_static, on_shell, unknown}) unlink(p.c_str());
 }

@@ -180,8 +180,7 @@ void ExpectEcho(int fd, const std::vector<char>& data) {
   char buf[65536];
   while (back.size() < data.size()) {
     pollfd p{fd, static_cast<short>(POLLIN | (sent < data.size() ? POLLOUT : 0)), 0};
-    ASSERT_EQ(poll(&p, 1, kWaitMs), 1) << "echo stalled: sent " << sent << ", back "
-                                       << back.size();
+    ASSERT_EQ(poll(&p, 1, kWaitMs), 1) << "echo stalled: sent " << sent << ", back " << back.size();
     if ((p.revents & POLLOUT) && sent < data.size()) {
       const ssize_t n = write(fd, data.data() + sent, std::min<size_t>(65536, data.size() - sent));
       if (n > 0) sent += static_cast<size_t>(n);
@@ -229,9 +228,7 @@ void RunEchoCase(const std::string& script_after_connect, const std::string& nam
 
 // `sanrun bash -c 'exec 3<>/dev/tcp/...; exec cat <&3 >&3'`: bash's own connection, its stdin
 // and stdout made dups of it, exec'd into a preloaded cat.
-TEST(ExecTest, PreloadedImageReattachesAndStaysShm) {
-  RunEchoCase("exec cat <&3 >&3", "reattach");
-}
+TEST(ExecTest, PreloadedImageReattachesAndStaysShm) { RunEchoCase("exec cat <&3 >&3", "reattach"); }
 
 // inetd style: fork, dup2 the socket onto 0 and 1, exec; the parent closes its copy (the exec
 // waits for that, bounded, since the socket is on stdio).
@@ -243,11 +240,12 @@ TEST(ExecTest, InetdStyleForkDup2Exec) {
 // nobody reads: its write fails and its read ends, and we never see a byte of it.
 TEST(ExecTest, ImageWithoutLayerGetsResetSocketNeverData) {
   Listener listener;
-  Spawned client(UnderSanrun(Connect3(listener.port()) +
-                             "LD_PRELOAD= exec sh -c 'trap \"\" PIPE; "
-                             "if echo not-for-you >&3; then echo WROTE; else echo WRITE-FAILED; fi; "
-                             "cat <&3; echo READ-ENDED'"),
-                 {}, TempPath("plain.log"));
+  Spawned client(
+      UnderSanrun(Connect3(listener.port()) +
+                  "LD_PRELOAD= exec sh -c 'trap \"\" PIPE; "
+                  "if echo not-for-you >&3; then echo WROTE; else echo WRITE-FAILED; fi; "
+                  "cat <&3; echo READ-ENDED'"),
+      {}, TempPath("plain.log"));
   const int fd = listener.Accept();
   ASSERT_GE(fd, 0) << client.Log();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
@@ -318,7 +316,9 @@ TEST(ExecTest, CloseOnExecSocketEndsWithEof) {
   Listener listener;
   const std::string script =
       "import os, socket\n"
-      "s = socket.create_connection(('127.0.0.1', " + std::to_string(listener.port()) + "))\n"
+      "s = socket.create_connection(('127.0.0.1', " +
+      std::to_string(listener.port()) +
+      "))\n"
       "s.sendall(b'sent-before-exec')\n"
       "os.execv('/bin/true', ['true'])\n";
   Spawned client({SAN_SANRUN, "--", "python3", "-c", script}, {}, TempPath("cloexec.log"));
@@ -338,8 +338,8 @@ TEST(ExecTest, CloseOnExecSocketEndsWithEof) {
 TEST(ExecTest, BadInheritVariableIsIgnored) {
   for (const std::string value : {"abc", "-1", "99999", "0"}) {
     SCOPED_TRACE(value);
-    Spawned prog({SAN_SANRUN, "--", "bash", "-c", "cat < /etc/hostname"},
-                 {"SAN_INHERIT=" + value}, TempPath("badinherit.log"));
+    Spawned prog({SAN_SANRUN, "--", "bash", "-c", "cat < /etc/hostname"}, {"SAN_INHERIT=" + value},
+                 TempPath("badinherit.log"));
     EXPECT_EQ(prog.Wait(kWaitMs), 0) << prog.Log();
     const std::string log = prog.Log();
     EXPECT_NE(log.find("SAN_INHERIT"), std::string::npos) << "not reported: " << log;

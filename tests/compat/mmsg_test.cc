@@ -39,8 +39,8 @@ class MessageBatchTest : public ::testing::TestWithParam<bool> {
   }
   // `count` receive entries of `size` bytes each.
   struct Batch {
-    Batch(int count, size_t size) : buffers(count, std::string(size, '\0')), iov(count),
-                                    msgs(count) {
+    Batch(int count, size_t size)
+        : buffers(count, std::string(size, '\0')), iov(count), msgs(count) {
       for (int i = 0; i < count; ++i) {
         iov[i] = iovec{buffers[i].data(), size};
         msgs[i].msg_hdr.msg_iov = &iov[i];
