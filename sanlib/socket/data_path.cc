@@ -90,6 +90,7 @@ template <typename Op>
 Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadline* call, Op op) {
   const uint64_t spin_ns = uint64_t{Runtime::Get().config().spin_us} * 1000;
   uint64_t spin_until = 0;
+  SpinPause pause;
   for (uint32_t attempt = 0;; ++attempt) {
     Result<size_t> r = op();
     WakeSleepers(s);  // whatever this attempt reaped may be what another thread waits for
@@ -97,14 +98,14 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadli
     // The clock is read at the first miss and then every kClockEvery-th: a spinning attempt is
     // a few tens of ns, so reading it each time would be a good part of the loop.
     if (spin_until != 0 && attempt % kClockEvery != 0) {
-      CpuRelax();
+      pause();
       continue;
     }
     const uint64_t now = NowNs();
     if (call->first_wait_ns == 0) call->first_wait_ns = now;
     if (spin_until == 0) spin_until = now + spin_ns;
     if (now < spin_until) {
-      CpuRelax();
+      pause();
       continue;
     }
     // About to sleep: only now is the timeout looked up (a syscall), so spinning stays cheap.
@@ -219,8 +220,8 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   // empty queue reads as EOF instead of blocking.
   const bool read_shut = s->read_shut.load();
   const bool peek = (flags & MSG_PEEK) || probing;
-  const bool nonblocking = read_shut || (flags & MSG_DONTWAIT) ||
-                           s->nonblocking.load(std::memory_order_relaxed);
+  const bool nonblocking =
+      read_shut || (flags & MSG_DONTWAIT) || s->nonblocking.load(std::memory_order_relaxed);
   const bool waitall = (flags & MSG_WAITALL) && !peek && !nonblocking;
   // Single copy: a blocking, non-peeking read with a large first buffer may expose it to the
   // sender while it waits (never a nonblocking one: the window must be withdrawn before the call
@@ -233,9 +234,8 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   for (;;) {
     const iovec* cur = waitall ? rest.data() : iov;
     const int curcnt = waitall ? rest.count() : iovcnt;
-    Result<size_t> r = Drive(*s, false, nonblocking, &deadline, [&] {
-      return s->stream->Recv(cur, curcnt, peek, offer_min);
-    });
+    Result<size_t> r = Drive(*s, false, nonblocking, &deadline,
+                             [&] { return s->stream->Recv(cur, curcnt, peek, offer_min); });
     if (offer_min != 0 && curcnt > 0) {
       // Timeout, EINTR, an error or data by the ring: take the window back. Bytes the peer wrote
       // into it meanwhile are this call's result (they are the next bytes of the stream).

@@ -45,8 +45,12 @@ void CheckKernelSide(SanSocket& s) {
   // EOF, reset, or bytes on a connection whose data goes over SAN: stop watching the kernel side.
   s.tcp_gone.store(true);
   if (side == KernelSide::kData) {
-    SAN_LOG_WARN("fd %d: unexpected bytes on the kernel socket under a SAN connection",
+    // The peer wrote around its SAN channel (a program whose writes the compatibility layer does
+    // not see, e.g. through glibc's internal stdio calls). Those bytes cannot be put in their
+    // place in the stream: reset rather than deliver a stream with a hole in it.
+    SAN_LOG_WARN("fd %d: bytes on the kernel socket under a SAN connection; connection reset",
                  s.fd.load());
+    s.stream->Fail(ECONNRESET);
     return;
   }
   // What the peer posted before it went is already in our buffers: take it in first. Only a peer
@@ -60,6 +64,9 @@ bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
   // Arm every doorbell first, then re-check: anything arriving after the check rings one.
   for (size_t armed = 0; armed < count; ++armed) {
     SanSocket& s = *sockets[armed];
+    // The wake fd exists before we count as a sleeper: a thread that sees us counted and finds no
+    // wake fd would wake nobody (a writer then slept forever on a window another thread opened).
+    WakeFdOf(s);
     s.sleepers.fetch_add(1, std::memory_order_acq_rel);
     if (!s.stream->endpoint().Arm() || SocketRevents(s, events[armed])) {
       for (size_t i = 0; i <= armed; ++i) {
