@@ -212,6 +212,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
   if (max_events <= 0) return Fail(EINVAL);
   Registry& r = Sets();
   const WaitBudget budget(timeout_ms, Runtime::Get().config().spin_us);
+  SpinPause pause;
   for (int round = 0;; ++round) {
     int n = 0;
     bool any_san = false;
@@ -239,7 +240,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     const int left = budget.remaining_ms();
     if (left == 0) return 0;
     if (budget.spinning()) {
-      CpuRelax();
+      pause();
       continue;
     }
     // Sleep until a member's doorbell, a kernel fd of the set, or the timeout; then look again.
