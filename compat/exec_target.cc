@@ -101,7 +101,7 @@ std::string ResolveOnPath(const char* file) {
   for (;;) {
     const size_t end = dirs.find(':');
     std::string candidate(dirs.substr(0, end));
-    if (candidate.empty()) candidate = ".";
+    if (candidate.empty()) candidate.push_back('.');  // not = ".": GCC 12 -Wrestrict false positive
     candidate.append("/").append(file);
     struct stat st;
     if (access(candidate.c_str(), X_OK) == 0 && stat(candidate.c_str(), &st) == 0 &&
