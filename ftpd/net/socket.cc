@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/sendfile.h>
 
 #include <cerrno>
 
@@ -15,7 +17,8 @@ Result<Socket> Socket::Listen(const HostPort& addr, int backlog) {
   if (!s.valid()) return Status::FromErrno("san_socket");
   const int one = 1;
   san_setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (addr.family() == AF_INET6) san_setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (addr.family() == AF_INET6)
+    san_setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   if (san_bind(s.fd(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) != 0) {
     return Status::FromErrno("bind");
   }
@@ -29,7 +32,8 @@ Result<Socket> Socket::Connect(const HostPort& addr, int timeout_ms, const HostP
   if (bind_addr) {
     const int one = 1;
     san_setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (san_bind(s.fd(), reinterpret_cast<const sockaddr*>(&bind_addr->addr), bind_addr->len) != 0) {
+    if (san_bind(s.fd(), reinterpret_cast<const sockaddr*>(&bind_addr->addr), bind_addr->len) !=
+        0) {
       return Status::FromErrno("bind");
     }
   }
@@ -101,6 +105,22 @@ Result<size_t> Socket::SendSome(const void* data, size_t len) const {
   if (sent >= 0) return static_cast<size_t>(sent);
   if (errno == EAGAIN || errno == EINTR) return static_cast<size_t>(0);
   return Status::FromErrno("send");
+}
+
+Result<size_t> Socket::SendFileSome(int file_fd, size_t len) const {
+  // The socket may be blocking: make this one call nonblocking without touching its flags for
+  // anybody else is not possible with sendfile, so the socket is switched for the duration.
+  const int flags = san_fcntl(fd_, F_GETFL);
+  if (flags < 0) return Status::FromErrno("fcntl");
+  if (!(flags & O_NONBLOCK) && san_fcntl(fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return Status::FromErrno("fcntl");
+  }
+  const ssize_t sent = sendfile(fd_, file_fd, nullptr, len);
+  const int err = errno;
+  if (!(flags & O_NONBLOCK)) san_fcntl(fd_, F_SETFL, flags);
+  if (sent >= 0) return static_cast<size_t>(sent);
+  if (err == EAGAIN || err == EINTR) return Status(EAGAIN, "sendfile");
+  return Status(err, "sendfile");
 }
 
 Result<size_t> Socket::RecvSome(void* buf, size_t len) const {

@@ -46,13 +46,19 @@ class Socket {
   Result<Socket> Accept(int timeout_ms, HostPort* peer = nullptr) const;
   // Sends all of data, each wait bounded by timeout_ms. ETIMEDOUT on a stalled peer.
   Status SendAll(const void* data, size_t len, int timeout_ms) const;
-  Status SendAll(const std::string& s, int timeout_ms) const { return SendAll(s.data(), s.size(), timeout_ms); }
+  Status SendAll(const std::string& s, int timeout_ms) const {
+    return SendAll(s.data(), s.size(), timeout_ms);
+  }
   // Receives up to len bytes (0: orderly EOF) within timeout_ms; ETIMEDOUT otherwise.
   Result<size_t> Recv(void* buf, size_t len, int timeout_ms) const;
   // One nonblocking send / receive: bytes moved, 0 when it would block (RecvSome: kAgain status
   // when it would block, 0 bytes for EOF).
   Result<size_t> SendSome(const void* data, size_t len) const;
   Result<size_t> RecvSome(void* buf, size_t len) const;
+  // For a connection on kernel TCP (not Accelerated()): one nonblocking sendfile(2) of up to len
+  // bytes from file_fd's position, which it advances. 0 at end of file; kAgain status when the
+  // socket would block.
+  Result<size_t> SendFileSome(int file_fd, size_t len) const;
   // Is something readable now (data, EOF or error)?
   bool Readable(int timeout_ms) const;
 

@@ -1,10 +1,11 @@
 // Session: data connections (PORT EPRT PASV EPSV) and transfers (RETR STOR STOU APPE, listings).
 //
-// Data moves through a user buffer and san_send / san_recv (never sendfile: a SAN socket's fast
-// path is only reached through sanlib's calls). Uploads of STOR go to a temporary name beside the
-// target and are renamed into place only when complete, so an interrupted upload never looks
-// complete; APPE and REST+STOR extend the file in place and an interruption is logged as
-// incomplete ('i') in the xferlog.
+// Data moves through a user buffer and san_send / san_recv on the SAN path (only sanlib's calls
+// reach it); a binary download whose data connection is kernel TCP (a client that is not sanlib)
+// goes from the file with sendfile(2), as other FTP servers do. Uploads of STOR go to a temporary
+// name beside the target and are renamed into place only when complete, so an interrupted upload
+// never looks complete; APPE and REST+STOR extend the file in place and an interruption is logged
+// as incomplete ('i') in the xferlog.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -66,8 +67,8 @@ void Session::DoPort(const Command& cmd, bool extended) {
   }
   std::optional<HostPort> hp = extended ? ParseEprtArg(cmd.arg) : ParsePortArg(cmd.arg);
   if (!hp) {
-    Reply(extended ? 522 : 501, extended ? "Bad EPRT argument; supported protocols (1,2)."
-                                         : "Bad PORT argument.");
+    Reply(extended ? 522 : 501,
+          extended ? "Bad EPRT argument; supported protocols (1,2)." : "Bad PORT argument.");
     return;
   }
   // Bounce protection (RFC 2577): the data connection may only go back to the client itself, and
@@ -138,7 +139,8 @@ void Session::DoPasv(bool extended, const Command& cmd) {
     sockaddr_in sin{};
     sin.sin_family = AF_INET;
     sin.sin_port = reinterpret_cast<const sockaddr_in6*>(&where.addr)->sin6_port;
-    memcpy(&sin.sin_addr, &reinterpret_cast<const sockaddr_in6*>(&where.addr)->sin6_addr.s6_addr[12], 4);
+    memcpy(&sin.sin_addr,
+           &reinterpret_cast<const sockaddr_in6*>(&where.addr)->sin6_addr.s6_addr[12], 4);
     v4 = MakeHostPort(reinterpret_cast<sockaddr*>(&sin), sizeof sin);
   }
   Reply(227, "Entering Passive Mode (" + FormatPortArg(v4) + ").");
@@ -235,47 +237,66 @@ Session::TransferEnd Session::SendFrom(int file_fd, const std::string* memory, c
   in_transfer_ = true;
   transfer_bytes_ = 0;
   TransferEnd end = TransferEnd::kOk;
+  // Kernel TCP and a file sent as is: the kernel moves it, no copy through our buffer.
+  const bool by_sendfile = !memory && binary_ && !data.Accelerated();
   while (true) {
-    size_t n = 0;
-    if (memory) {
-      n = std::min(kChunk, memory->size() - mem_pos);
-      memcpy(buf.get(), memory->data() + mem_pos, n);
-      mem_pos += n;
-    } else {
-      const ssize_t r = ::read(file_fd, buf.get(), kChunk);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        end = TransferEnd::kFileError;
-        break;
+    size_t n = 0;        // bytes of the file
+    size_t on_wire = 0;  // bytes sent for them (TYPE A adds CRs)
+    if (by_sendfile) {
+      Result<size_t> sent = data.SendFileSome(file_fd, kChunk);
+      if (!sent.ok() && sent.status().would_block()) {
+        end = WaitForData(data, POLLOUT, timeout_ms);
+        if (end != TransferEnd::kOk) break;
+        continue;
       }
-      n = static_cast<size_t>(r);
-    }
-    if (n == 0) break;
-    const char* out = buf.get();
-    size_t out_len = n;
-    if (!binary_ && !memory) {  // TYPE A: LF -> CRLF on the wire (listings are CRLF already)
-      converted.clear();
-      for (size_t i = 0; i < n; ++i) {
-        if (buf[i] == '\n') converted.push_back('\r');
-        converted.push_back(buf[i]);
-      }
-      out = converted.data();
-      out_len = converted.size();
-    }
-    // Send the chunk; wait (watching the control connection for ABOR) only when the peer is slow.
-    size_t off = 0;
-    while (off < out_len && end == TransferEnd::kOk) {
-      Result<size_t> sent = data.SendSome(out + off, out_len - off);
       if (!sent.ok()) {
         end = TransferEnd::kDataError;
-      } else if (*sent > 0) {
-        off += *sent;
+        break;
+      }
+      if (*sent == 0) break;  // end of file
+      n = on_wire = *sent;
+    } else {
+      if (memory) {
+        n = std::min(kChunk, memory->size() - mem_pos);
+        memcpy(buf.get(), memory->data() + mem_pos, n);
+        mem_pos += n;
       } else {
-        end = WaitForData(data, POLLOUT, timeout_ms);
+        const ssize_t r = ::read(file_fd, buf.get(), kChunk);
+        if (r < 0) {
+          if (errno == EINTR) continue;
+          end = TransferEnd::kFileError;
+          break;
+        }
+        n = static_cast<size_t>(r);
+      }
+      if (n == 0) break;
+      const char* out = buf.get();
+      size_t out_len = n;
+      if (!binary_ && !memory) {  // TYPE A: LF -> CRLF on the wire (listings are CRLF already)
+        converted.clear();
+        for (size_t i = 0; i < n; ++i) {
+          if (buf[i] == '\n') converted.push_back('\r');
+          converted.push_back(buf[i]);
+        }
+        out = converted.data();
+        out_len = converted.size();
+      }
+      on_wire = out_len;
+      // Send the chunk; wait (watching the control connection for ABOR) only when the peer is slow.
+      size_t off = 0;
+      while (off < out_len && end == TransferEnd::kOk) {
+        Result<size_t> sent = data.SendSome(out + off, out_len - off);
+        if (!sent.ok()) {
+          end = TransferEnd::kDataError;
+        } else if (*sent > 0) {
+          off += *sent;
+        } else {
+          end = WaitForData(data, POLLOUT, timeout_ms);
+        }
       }
     }
     // A peer that is never slow is still checked for ABOR now and then.
-    since_check += out_len;
+    since_check += on_wire;
     if (end == TransferEnd::kOk && since_check >= kControlCheckBytes) {
       since_check = 0;
       if (control_.Readable(0) && ControlInterrupted()) end = TransferEnd::kAborted;
@@ -348,7 +369,8 @@ Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint6
       }
     }
   }
-  if (held_cr && end == TransferEnd::kOk && !WriteAll(file_fd, "\r", 1)) end = TransferEnd::kFileError;
+  if (held_cr && end == TransferEnd::kOk && !WriteAll(file_fd, "\r", 1))
+    end = TransferEnd::kFileError;
   in_transfer_ = false;
   return end;
 }
@@ -518,7 +540,8 @@ void Session::DoStore(const Command& cmd, char kind) {
     if (now < 0 || ftruncate(fd, now) != 0) end = TransferEnd::kFileError;
   }
   file.reset();
-  const std::string final_vpath = kind == 'U' ? DirName(*p) + (DirName(*p) == "/" ? "" : "/") + write_name : *p;
+  const std::string final_vpath =
+      kind == 'U' ? DirName(*p) + (DirName(*p) == "/" ? "" : "/") + write_name : *p;
   if (!temp_name.empty()) {
     if (end == TransferEnd::kOk) {
       if (renameat(dir->get(), temp_name.c_str(), dir->get(), name.c_str()) != 0) {
