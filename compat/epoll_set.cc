@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 #include <algorithm>
 #include <shared_mutex>
 
 #include "common/clock.h"
 #include "common/fd_index.h"
+#include "common/fd_placement.h"
 #include "common/log.h"
 #include "compat/real_calls.h"
 #include "socket/kernel.h"
@@ -53,6 +55,61 @@ EpollSet* EpollSet::Find(int epfd, bool create) {
   if (r.sets.Insert(epfd, fresh)) return fresh;
   delete fresh;  // out of range, or another thread made it first
   return r.sets.Find(epfd);
+}
+
+namespace {
+// The data of our kick events: distinct from any fd, and a pointer no program hands epoll.
+constexpr uint64_t kKickMarker = 0x53414e4b49434b21ull;  // "SANKICK!"
+}  // namespace
+
+EpollSet::~EpollSet() {
+  if (kick_ >= 0) kernel::close(kick_);  // the kernel drops it from the instance
+}
+
+void EpollSet::WakeWaitersLocked(int epfd) {
+  sleepers_.Wake();
+  if (!kick_tried_) {
+    kick_tried_ = true;
+    const int fd = PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;  // every write is a new edge: no need to ever read it
+    ev.data.u64 = kKickMarker;
+    if (fd >= 0 && Real().epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
+      kick_ = fd;
+    } else if (fd >= 0) {
+      kernel::close(fd);
+    }
+  }
+  if (kick_ >= 0) eventfd_write(kick_, 1);
+}
+
+int EpollSet::DropKicks(epoll_event* events, int n) {
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.u64 != kKickMarker) events[kept++] = events[i];
+  }
+  return kept;
+}
+
+int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
+                         const sigset_t* sigmask) {
+  const uint64_t start = NowNs();
+  for (;;) {
+    int left = timeout_ms;
+    if (timeout_ms > 0) {
+      const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
+      left = elapsed_ms >= static_cast<uint64_t>(timeout_ms)
+                 ? 0
+                 : timeout_ms - static_cast<int>(elapsed_ms);
+    }
+    const int n = Real().epoll_pwait(epfd, events, max_events, left, sigmask);
+    if (n <= 0) return n;
+    const int kept = DropKicks(events, n);
+    if (kept > 0) return kept;
+    // Only a kick: SAN members arrived while we slept in the kernel.
+    if (Involved(epfd)) return Wait(epfd, events, max_events, left, sigmask);
+    if (left == 0) return 0;
+  }
 }
 
 void EpollSet::Forget(int epfd) {
@@ -101,6 +158,7 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
   std::lock_guard<std::mutex> lock(set->mu_);
   const int rc = set->ControlLocked(epfd, op, fd, s, event);
   set->size_.store(set->members_.size(), std::memory_order_release);
+  if (rc == 0 && op != EPOLL_CTL_DEL) set->WakeWaitersLocked(epfd);  // they may not watch it yet
   SAN_LOG_DEBUG("epoll_ctl(%d, %d, %d, 0x%x) = %d (%s)", epfd, op, fd, event ? event->events : 0u,
                 rc, rc == 0 ? "ok" : strerror(errno));
   return rc;
@@ -229,12 +287,12 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     }
     if (!any_san && n == 0) {
       // Only kernel registrations (left): the kernel does it all, with the time that is left.
-      return Real().epoll_pwait(epfd, events, max_events, budget.remaining_ms(), sigmask);
+      return KernelWait(epfd, events, max_events, budget.remaining_ms(), sigmask);
     }
     if (n < max_events && (n > 0 || round % kKernelCheckEvery == 0)) {
       const int k = Real().epoll_wait(epfd, events + n, max_events - n, 0);
       if (k < 0 && n == 0) return -1;
-      if (k > 0) n += k;
+      if (k > 0) n += DropKicks(events + n, k);
     }
     if (n > 0) return n;
     const int left = budget.remaining_ms();
@@ -247,12 +305,17 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     std::vector<pollfd> fds{pollfd{epfd, POLLIN, 0}};
     std::vector<SleepWatch> watches;
     bool ready = false;
+    int set_wake = -1;  // this thread's eventfd, registered with the set (epoll_ctl wakes it)
+    int set_slot = -1;
     {
       std::shared_lock<std::shared_mutex> reg(r.lifetime);
       EpollSet* set = Find(epfd, false);
       if (!set) return Fail(EBADF);  // closed by another thread meanwhile
       auto pin = Table().Pin();
       std::lock_guard<std::mutex> lock(set->mu_);
+      // Members closed since the collect above are gone from the table (and their streams freed):
+      // drop them before arming (gRPC closes fds on one thread while another waits here).
+      set->RefreshLocked(epfd);
       std::vector<SanSocket*> sockets;
       std::vector<short> interest;
       for (const Member& m : set->members_) {
@@ -261,15 +324,29 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
         interest.push_back(static_cast<short>(m.events & kEventBits));
       }
       ready = ArmForSleep(sockets.data(), interest.data(), sockets.size(), &fds, &watches);
+      if (!ready) {
+        set_wake = ThisThreadWakeFd();
+        set_slot = set_wake >= 0 ? set->sleepers_.Add(set_wake) : -1;
+        fds.push_back(pollfd{set_slot >= 0 ? set_wake : -1, POLLIN, 0});
+      }
     }
     if (ready) {
       round = -1;
       continue;
     }
-    const int rc = kernel::ppoll(fds.data(), fds.size(), left, sigmask);
+    const int timeout = set_slot < 0 && (left < 0 || left > 1) ? 1 : left;
+    const int rc = kernel::ppoll(fds.data(), fds.size(), SleepTimeout(watches, timeout), sigmask);
     const int err = errno;
     if (rc <= 0) {
       for (pollfd& p : fds) p.revents = 0;
+    }
+    if (set_slot >= 0) {
+      if (fds.back().revents) {
+        eventfd_t v;
+        eventfd_read(set_wake, &v);
+      }
+      std::shared_lock<std::shared_mutex> reg(r.lifetime);
+      if (EpollSet* set = Find(epfd, false)) set->sleepers_.Remove(set_slot, set_wake);
     }
     {
       auto pin = Table().Pin();

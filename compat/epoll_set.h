@@ -18,6 +18,14 @@
 // report (the kernel also re-reports on every new segment); never less often than the kernel.
 // Members whose fd was closed are dropped lazily (they are matched by fd and socket id).
 //
+// epoll_ctl on a SAN socket wakes the threads asleep in epoll_wait on the set, as the kernel wakes
+// them for a ready fd added or modified: a member they do not watch yet may be ready already
+// (gRPC adds an accepted connection from one thread while another sleeps in epoll_wait; its first
+// request waited for that sleep's timeout). Threads asleep here are woken on their own eventfds
+// (socket/waiter_set.h); a thread asleep in the kernel's epoll_wait (the set had no SAN member when
+// it went to sleep) by a "kick": an eventfd of ours registered edge-triggered in the kernel
+// instance, written on every such epoll_ctl, whose events never reach the application (DropKicks).
+//
 // Thread-safety: all methods are thread-safe; several threads may wait on one set. A set is used
 // only under the registry's shared lock (never across a sleep), so closing the epoll fd frees it
 // safely; sockets are touched only under the socket table's lifetime pin (socket_table.h).
@@ -37,6 +45,7 @@ namespace san::compat {
 
 class EpollSet {
  public:
+  ~EpollSet();
   // epoll_ctl for a SAN socket `s` (fd) on epoll fd `epfd`. Returns what epoll_ctl returns.
   static int Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event);
   // fd is not a SAN socket (any more): drops a stale member of epfd's set for it, if any.
@@ -49,6 +58,12 @@ class EpollSet {
   // The epoll fd was closed (or replaced by dup2): forget its set. A thread still waiting on it
   // gets EBADF when it wakes.
   static void Forget(int epfd);
+  // epoll_pwait on epfd while it has no SAN member: the kernel's, without our kicks; a thread
+  // kicked awake because SAN members arrived goes on in Wait for the rest of its time.
+  static int KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
+                        const sigset_t* sigmask);
+  // Removes our kick events from the n events the kernel returned; returns how many are left.
+  static int DropKicks(epoll_event* events, int n);
 
  private:
   struct Member {
@@ -73,8 +88,13 @@ class EpollSet {
   // Appends SAN members' events (up to max) to events; returns how many (mu_ and the pin held).
   int CollectLocked(epoll_event* events, int max);
   Member* FindLocked(int fd);
+  // Wakes every thread waiting on the set (mu_ held): ours and the kernel's (the kick).
+  void WakeWaitersLocked(int epfd);
 
   std::mutex mu_;
+  WaiterSet sleepers_;  // threads asleep in Wait on this set
+  int kick_ = -1;       // eventfd registered in the kernel instance (-1: not yet, or failed)
+  bool kick_tried_ = false;
   std::atomic<size_t> size_{0};  // members_.size(), for the lock-free Involved()
   std::vector<Member> members_;
   size_t next_ = 0;  // where the next scan starts (fairness among ready members)

@@ -26,14 +26,16 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
 }
 
 int epoll_wait(int epfd, epoll_event* events, int max_events, int timeout_ms) {
-  if (!EpollSet::Involved(epfd)) return Real().epoll_wait(epfd, events, max_events, timeout_ms);
+  if (!EpollSet::Involved(epfd)) {
+    return EpollSet::KernelWait(epfd, events, max_events, timeout_ms, nullptr);
+  }
   return EpollSet::Wait(epfd, events, max_events, timeout_ms, nullptr);
 }
 
 int epoll_pwait(int epfd, epoll_event* events, int max_events, int timeout_ms,
                 const sigset_t* sigmask) {
   if (!EpollSet::Involved(epfd)) {
-    return Real().epoll_pwait(epfd, events, max_events, timeout_ms, sigmask);
+    return EpollSet::KernelWait(epfd, events, max_events, timeout_ms, sigmask);
   }
   return EpollSet::Wait(epfd, events, max_events, timeout_ms, sigmask);
 }
@@ -45,7 +47,11 @@ int epoll_pwait2(int epfd, epoll_event* events, int max_events, const timespec* 
     return -1;
   }
   if (!EpollSet::Involved(epfd)) {
-    return Real().epoll_pwait2(epfd, events, max_events, timeout, sigmask);
+    const int n = Real().epoll_pwait2(epfd, events, max_events, timeout, sigmask);
+    const int kept = n > 0 ? EpollSet::DropKicks(events, n) : n;
+    // Only our kick: SAN members arrived meanwhile; they are served below, with the full timeout
+    // again (a kick ends a sleep early, so the call can only last longer, never return too soon).
+    if (kept != 0 || n == 0) return kept;
   }
   if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
     errno = EINVAL;

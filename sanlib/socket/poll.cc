@@ -53,8 +53,15 @@ struct Slot {
 
 short SocketRevents(SanSocket& s, short events) {
   if (s.connecting.load(std::memory_order_acquire) && !ConnectProgress(s)) return 0;
+  // What this look reaps (data, credits) may be what another thread asleep on the socket waits
+  // for, and its doorbell will not ring for it again: wake it, as the data path does after every
+  // attempt. Only counted when somebody sleeps (rare: several threads on one socket, as gRPC's
+  // pollers are), so the common poll pays one atomic load.
+  const bool others_asleep = s.sleepers.load(std::memory_order_acquire) > 0;
+  const uint64_t reaped_before = others_asleep ? s.stream->Stats().packets_received : 0;
   if (events & POLLIN) s.stream->Flush();  // SOVIA's flush point: the application waits to read
   const proto::Readiness r = s.stream->GetReadiness();
+  if (others_asleep && s.stream->Stats().packets_received != reaped_before) WakeSleepers(s);
   short revents = 0;
   const bool read_closed = r.peer_closed || s.read_shut.load(std::memory_order_relaxed);
   if (r.error) {

@@ -18,6 +18,7 @@
 
 #include "common/unique_fd.h"
 #include "proto/stream.h"
+#include "socket/waiter_set.h"
 
 namespace san {
 
@@ -48,9 +49,9 @@ struct SanSocket {
   std::atomic<bool> connecting{false};      // nonblocking connect(): the kernel half is in progress
   std::atomic<int> connect_error{0};        // the kernel half failed with this errno (SO_ERROR)
   bool nodelay_requested = false;           // TCP_NODELAY set before the stream existed
-  // Wakes threads of this process sleeping on the socket when another thread made progress for
-  // them (the doorbell only rings for the peer's packets). An eventfd, made on first need.
-  std::atomic<int> wake_fd{-1};
+  // The threads of this process sleeping on the socket, woken when another thread made progress
+  // for them (the doorbell only rings for the peer's packets); `sleepers` counts them.
+  WaiterSet waiters;
   std::atomic<int> sleepers{0};
   // Which processes still hold the connection (fork): each holds a copy of `holders_write`, taken
   // by fork() atomically and dropped by the kernel at exit, _exit and exec (CLOEXEC), so once our
@@ -59,10 +60,6 @@ struct SanSocket {
   // handler. Made when the stream is settled; invalid if that failed (then the count is used).
   UniqueFd holders_read;
   UniqueFd holders_write;
-
-  ~SanSocket() {
-    if (wake_fd.load() >= 0) UniqueFd closer(wake_fd.load());
-  }
 };
 
 }  // namespace san

@@ -61,7 +61,8 @@ struct SleepWatch {
   SanSocket* socket;
   uint64_t id;     // socket->id when armed
   int fd;          // its fd number when armed
-  int wake;        // this process's other threads (-1 if none could be made)
+  int wake;        // this thread's wake-up eventfd (-1 if not registered)
+  int slot;        // its entry in socket->waiters (-1: none was free)
   bool watch_tcp;  // the kernel socket underneath, for peer death
   size_t first;    // index of its doorbell in the pollfd array (then wake, then the socket)
 };
@@ -74,8 +75,9 @@ bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
 // skipped instead of touched (the caller holds the table's lifetime pin).
 void FinishSleep(const std::vector<SleepWatch>& watches, const std::vector<pollfd>& fds,
                  const SocketTable* revalidate);
-// The eventfd that wakes this process's threads sleeping on `s` (made on first need; -1 if none).
-int WakeFdOf(SanSocket& s);
+// The timeout for the poll after ArmForSleep: `timeout_ms`, or a short slice when a watch found no
+// free wake-up slot (then nothing wakes it for other threads' progress).
+int SleepTimeout(const std::vector<SleepWatch>& watches, int timeout_ms);
 // Sleeps until the socket may be readable (or writable), the timeout passes (ETIMEDOUT) or a signal
 // arrives (EINTR). Arms the doorbell first so nothing arriving meanwhile is missed.
 Status SleepOnSocket(SanSocket& s, bool want_write, int timeout_ms);

@@ -12,22 +12,27 @@
 
 namespace san {
 
-int WakeFdOf(SanSocket& s) {
-  int fd = s.wake_fd.load(std::memory_order_acquire);
-  if (fd >= 0) return fd;
-  int mine = PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (mine < 0) return -1;
-  if (!s.wake_fd.compare_exchange_strong(fd, mine)) {
-    kernel::close(mine);
-    return fd;
-  }
-  return mine;
+int ThisThreadWakeFd() {
+  struct Holder {
+    int fd = -1;
+    pid_t pid = 0;
+    ~Holder() {
+      if (fd >= 0) kernel::close(fd);
+    }
+  };
+  thread_local Holder holder;
+  const pid_t pid = getpid();
+  if (holder.fd >= 0 && holder.pid == pid) return holder.fd;
+  // A fork child's copy names the parent's eventfd: leave that to the parent, make our own.
+  if (holder.fd >= 0) kernel::close(holder.fd);
+  holder.fd = PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  holder.pid = pid;
+  return holder.fd;
 }
 
 void WakeSleepers(SanSocket& s) {
   if (s.sleepers.load(std::memory_order_acquire) == 0) return;
-  int fd = s.wake_fd.load(std::memory_order_acquire);
-  if (fd >= 0) eventfd_write(fd, 1);
+  s.waiters.Wake();
 }
 
 KernelSide PeekKernelSide(int fd) {
@@ -62,15 +67,18 @@ void CheckKernelSide(SanSocket& s) {
 bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
                  std::vector<pollfd>* fds, std::vector<SleepWatch>* watches) {
   // Arm every doorbell first, then re-check: anything arriving after the check rings one.
+  // Registered before we count as a sleeper: a thread that sees us counted must find our wake fd
+  // (else a writer slept forever on a window another thread opened).
+  const int wake = ThisThreadWakeFd();
+  std::vector<int> slots(count, -1);
   for (size_t armed = 0; armed < count; ++armed) {
     SanSocket& s = *sockets[armed];
-    // The wake fd exists before we count as a sleeper: a thread that sees us counted and finds no
-    // wake fd would wake nobody (a writer then slept forever on a window another thread opened).
-    WakeFdOf(s);
+    if (wake >= 0) slots[armed] = s.waiters.Add(wake);
     s.sleepers.fetch_add(1, std::memory_order_acq_rel);
     if (!s.stream->endpoint().Arm() || SocketRevents(s, events[armed])) {
       for (size_t i = 0; i <= armed; ++i) {
         sockets[i]->sleepers.fetch_sub(1, std::memory_order_acq_rel);
+        sockets[i]->waiters.Remove(slots[i], wake);
       }
       return true;
     }
@@ -79,11 +87,9 @@ bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
   for (size_t i = 0; i < count; ++i) {
     SanSocket& s = *sockets[i];
     const int fd = s.fd.load();
-    SleepWatch w{&s,
-                 s.id,
-                 fd,
-                 WakeFdOf(s),
-                 !s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed,
+    SleepWatch w{&s,         s.id,
+                 fd,         slots[i] >= 0 ? wake : -1,
+                 slots[i],   !s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed,
                  fds->size()};
     fds->push_back(pollfd{s.stream->endpoint().notify_fd(), POLLIN, 0});
     fds->push_back(pollfd{w.wake, POLLIN, 0});  // a negative fd is ignored by poll
@@ -91,6 +97,14 @@ bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
     watches->push_back(w);
   }
   return false;
+}
+
+int SleepTimeout(const std::vector<SleepWatch>& watches, int timeout_ms) {
+  for (const SleepWatch& w : watches) {
+    // No wake-up slot: nobody can wake us for the other threads' progress; look again soon.
+    if (w.slot < 0) return timeout_ms < 0 || timeout_ms > 1 ? 1 : timeout_ms;
+  }
+  return timeout_ms;
 }
 
 void FinishSleep(const std::vector<SleepWatch>& watches, const std::vector<pollfd>& fds,
@@ -101,13 +115,14 @@ void FinishSleep(const std::vector<SleepWatch>& watches, const std::vector<pollf
     if (fds[w.first].revents) {
       s.stream->endpoint().ClearNotify();
       // Another thread sleeping on the same doorbell may have missed it now.
-      if (w.wake >= 0 && s.sleepers.load(std::memory_order_acquire) > 1) eventfd_write(w.wake, 1);
+      if (s.sleepers.load(std::memory_order_acquire) > 1) s.waiters.Wake();
     }
     if (fds[w.first + 1].revents) {
       eventfd_t v;
-      eventfd_read(w.wake, &v);
+      eventfd_read(w.wake, &v);  // ours alone: no other thread's wake-up is taken
     }
     if (fds[w.first + 2].revents) CheckKernelSide(s);
+    s.waiters.Remove(w.slot, w.wake);
     s.sleepers.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -117,7 +132,8 @@ int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count,
   std::vector<pollfd> fds(kernel_fds, kernel_fds + kernel_count);
   std::vector<SleepWatch> watches;
   if (ArmForSleep(sockets, events, count, &fds, &watches)) return 1;
-  const int result = kernel::ppoll(fds.data(), fds.size(), timeout_ms, sigmask);
+  const int result =
+      kernel::ppoll(fds.data(), fds.size(), SleepTimeout(watches, timeout_ms), sigmask);
   const int err = errno;
   if (result > 0) {
     for (nfds_t i = 0; i < kernel_count; ++i) kernel_fds[i].revents = fds[i].revents;

@@ -198,6 +198,40 @@ TEST_P(EpollTest, SleepingWaitIsWokenByThePeer) {
   EXPECT_EQ(Drain(pair_.server), "late");
 }
 
+// A ready socket added by another thread wakes a thread already asleep in epoll_wait, as the
+// kernel does -- also when the set had no SAN member yet, so that thread sleeps in the kernel's
+// epoll_wait (gRPC's poller while its acceptor adds a connection). It used to sleep to its timeout.
+TEST_P(EpollTest, ReadySocketAddedWhileAnotherThreadWaits) {
+  Send(pair_.client, "early");  // ready before it is registered
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::thread adder([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the waiter is asleep by now
+    EXPECT_EQ(Add(pair_.server, EPOLLIN | EPOLLET, 9), 0);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Wait(10000), (Events{{9, EPOLLIN}}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  adder.join();
+  // A second one, now that the set is ours (the waiter sleeps in our poll, not the kernel's).
+  int extra[2];
+  ASSERT_EQ(pipe(extra), 0);
+  ASSERT_EQ(Mod(pair_.server, EPOLLIN | EPOLLET, 9), 0);
+  EXPECT_EQ(Drain(pair_.server), "early");
+  std::thread modder([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Send(pair_.client, "x");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(Mod(pair_.server, EPOLLIN | EPOLLET, 10), 0);
+  });
+  const auto again = std::chrono::steady_clock::now();
+  const Events got = Wait(10000);
+  EXPECT_EQ(got.size(), 1u);
+  EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::seconds(5));
+  modder.join();
+  close(extra[0]);
+  close(extra[1]);
+}
+
 TEST_P(EpollTest, TimeoutWithNothingReady) {
   ASSERT_EQ(Add(pair_.server, EPOLLIN, 1), 0);
   const auto start = std::chrono::steady_clock::now();

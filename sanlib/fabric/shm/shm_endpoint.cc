@@ -10,8 +10,8 @@
 #include <cstring>
 #include <utility>
 
-#include "common/fd_placement.h"
 #include "common/clock.h"
+#include "common/fd_placement.h"
 #include "fabric/shm/rendezvous.h"
 #include "fabric/shm/ring.h"
 
@@ -259,7 +259,9 @@ bool ShmEndpoint::Arm() {
   const uint64_t pos = local_->recv_done.load(std::memory_order_relaxed);
   const uint32_t seq = own_->completion_ring[pos & kRingMask].seq.load(std::memory_order_seq_cst);
   if (ClassifySlot(seq, pos) != SlotState::kEmpty || peer_->gone.load(std::memory_order_relaxed)) {
-    own_->armed.store(0, std::memory_order_relaxed);
+    // `armed` stays set: another thread of ours may be asleep on it (several threads polling one
+    // socket), and clearing it would keep the sender from ringing for that thread. The cost is at
+    // most one ring nobody waits for, emptied by the next ClearNotify().
     return false;
   }
   return true;
