@@ -1,0 +1,43 @@
+#include "core/command_policy.h"
+
+#include <fnmatch.h>
+
+namespace san::drpc {
+
+Result<CommandPolicy> CommandPolicy::Parse(std::string_view text, int* error_line) {
+  *error_line = 0;
+  CommandPolicy policy;
+  int line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    const size_t hash = line.find('#');
+    if (hash != std::string_view::npos) line = line.substr(0, hash);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
+      line.remove_suffix(1);
+    }
+    if (line.empty()) continue;
+    for (char c : line) {
+      if (c == '\0' || c == ' ' || c == '\t') {
+        *error_line = line_no;
+        return Status(EINVAL, "policy: one pattern per line, no blanks or NUL inside");
+      }
+    }
+    policy.Add(std::string(line));
+  }
+  return policy;
+}
+
+bool CommandPolicy::Allows(std::string_view argv0) const {
+  if (argv0.empty() || argv0.find('\0') != std::string_view::npos) return false;
+  const std::string name(argv0);
+  for (const std::string& p : patterns_) {
+    if (fnmatch(p.c_str(), name.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace san::drpc

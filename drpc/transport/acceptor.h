@@ -1,0 +1,63 @@
+// Server side of the transport: one listening SAN socket whose connections are handed to a
+// running grpc::Server (grpc::AddInsecureChannelFromFd).
+//
+// One port serves both kinds of client: a sanlib client (san://) gets a shared-memory channel set
+// up beside the TCP connection; any other client -- drpc with a plain host:port target, Python's
+// grpcio, grpcurl -- is an ordinary TCP connection that sanlib's server-side fallback leaves on
+// kernel TCP. gRPC itself opens no listening socket.
+// The accept loop runs on its own thread; Stop() wakes it (self-pipe) and joins it. Each accepted
+// connection's mode is recorded under gRPC's peer string for it ("fd:<n>") so a handler can say
+// which transport its call came over.
+// Thread-safety: Start/Stop from one thread; TransportOf and counters from any thread.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <grpcpp/server.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+
+namespace san::drpc {
+
+class Acceptor {
+ public:
+  // Binds host:port (port 0: the kernel picks; see port()) and listens.
+  static Result<std::unique_ptr<Acceptor>> Listen(const std::string& host, uint16_t port);
+  ~Acceptor();
+
+  uint16_t port() const { return port_; }
+  // Starts handing connections to server (already started, and outliving Stop()).
+  void Start(grpc::Server* server);
+  void Stop();
+
+  // "shm" / "tcp (reason)" for a peer string of a connection accepted here; "" if unknown.
+  std::string TransportOf(const std::string& grpc_peer) const;
+  uint64_t accepted_shm() const { return accepted_shm_.load(); }
+  uint64_t accepted_tcp() const { return accepted_tcp_.load(); }
+
+ private:
+  Acceptor() = default;
+  void Loop(grpc::Server* server);
+  void Remember(const std::string& peer, const std::string& mode);
+
+  int listen_fd_ = -1;  // a SAN socket: closed with san_close
+  uint16_t port_ = 0;
+  UniqueFd wake_read_, wake_write_;
+  std::thread thread_;
+  std::atomic<uint64_t> accepted_shm_{0}, accepted_tcp_{0};
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> modes_;  // peer -> mode; bounded (oldest dropped)
+  std::deque<std::string> order_;
+};
+
+}  // namespace san::drpc
