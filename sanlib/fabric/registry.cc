@@ -1,9 +1,32 @@
 #include "fabric/registry.h"
 
+#include <string>
+
 #include "fabric/loopback/loopback_provider.h"
 #include "fabric/shm/shm_provider.h"
+#ifdef SAN_HAVE_VERBS
+#include "fabric/verbs/verbs_provider.h"
+#endif
 
 namespace san::fabric {
+namespace {
+
+// The verbs provider, opened once: nullptr (and why) where this host has no RDMA.
+Provider* Verbs(const char** why_not) {
+#ifdef SAN_HAVE_VERBS
+  static std::string* const why = new std::string();  // never destroyed, like the providers
+  static Provider* const verbs = verbs::VerbsProvider::Open(why);
+  if (why_not != nullptr) *why_not = why->c_str();
+  return verbs;
+#else
+  if (why_not != nullptr) {
+    *why_not = "verbs: not built (libibverbs/librdmacm headers were missing: SAN_WITH_VERBS)";
+  }
+  return nullptr;
+#endif
+}
+
+}  // namespace
 
 Provider* GetProvider(std::string_view name) {
   // Function-local statics: built on first use, thread-safe, and deliberately never destroyed
@@ -16,7 +39,17 @@ Provider* GetProvider(std::string_view name) {
     static Provider* const loopback = new loopback::LoopbackProvider();
     return loopback;
   }
+  if (name == "verbs") return Verbs(nullptr);
   return nullptr;
+}
+
+const char* WhyUnavailable(std::string_view name) {
+  if (name == "shm" || name == "loopback") return nullptr;
+  if (name == "verbs") {
+    const char* why = nullptr;
+    return Verbs(&why) ? nullptr : why;
+  }
+  return "unknown provider name";
 }
 
 }  // namespace san::fabric

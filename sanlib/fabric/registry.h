@@ -12,7 +12,12 @@
 
 namespace san::fabric {
 
-// "shm" or "loopback" (later "verbs"); nullptr for an unknown name or an unavailable backend.
+// "shm", "loopback" or "verbs"; nullptr for an unknown name or an unavailable backend (verbs: not
+// built, or no RDMA device / rdma_cm on this host -- opened once, on first use).
 Provider* GetProvider(std::string_view name);
+
+// Why GetProvider(name) returns nullptr ("verbs: no RDMA device", ...), for error messages and test
+// skips; nullptr when the provider is available. Opens the provider if it was not yet.
+const char* WhyUnavailable(std::string_view name);
 
 }  // namespace san::fabric

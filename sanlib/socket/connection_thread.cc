@@ -63,14 +63,15 @@ Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr
 
 void ConnectionThread::RemoveListener(int listen_fd) {
   std::vector<std::unique_ptr<proto::Stream>> dropped;
-  std::unique_ptr<fabric::Listener> listener;
+  std::vector<std::unique_ptr<fabric::Listener>> listeners;  // one per provider serving the socket
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = served_.begin(); it != served_.end(); ++it) {
+    for (auto it = served_.begin(); it != served_.end();) {
       if (it->listen_fd == listen_fd) {
-        listener = std::move(it->listener);
-        served_.erase(it);
-        break;
+        listeners.push_back(std::move(it->listener));
+        it = served_.erase(it);
+      } else {
+        ++it;
       }
     }
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -172,7 +173,7 @@ void* ConnectionThread::Main(void* self) {
 
 void ConnectionThread::Run() {
   std::vector<pollfd> fds;
-  std::vector<int> owners;
+  std::vector<const fabric::Listener*> owners;  // identity only: looked up again under the lock
   Status st = service_.Open();
   if (!st.ok()) SAN_LOG_INFO("control socket unavailable: %s", st.ToString().c_str());
   for (;;) {
@@ -182,12 +183,12 @@ void ConnectionThread::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
       fds.push_back(pollfd{control_.get(), POLLIN, 0});
-      owners.push_back(-1);
+      owners.push_back(nullptr);
       fds.push_back(pollfd{service_.fd(), POLLIN, 0});  // -1 (ignored) if it could not open
-      owners.push_back(-1);
+      owners.push_back(nullptr);
       for (const Served& s : served_) {
         fds.push_back(pollfd{s.listener->fd(), POLLIN, 0});
-        owners.push_back(s.listen_fd);
+        owners.push_back(s.listener.get());
       }
     }
     // A bounded sleep so broken, unclaimed channels are reaped even when nothing else happens.
@@ -213,17 +214,21 @@ void ConnectionThread::Run() {
   }
 }
 
-void ConnectionThread::ServeRequests(int listen_fd) {
+void ConnectionThread::ServeRequests(const fabric::Listener* which) {
   for (;;) {
     std::unique_ptr<fabric::Endpoint> endpoint;
     uint32_t caps = 0;
     proto::StreamParams params;
     sockaddr_storage listen_addr{};
+    int listen_fd = -1;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // By listener, not by socket: one listening socket may be served by several providers
+      // (shm for this host, verbs for others), each with its own rendezvous.
       auto it = std::find_if(served_.begin(), served_.end(),
-                             [&](const Served& s) { return s.listen_fd == listen_fd; });
+                             [&](const Served& s) { return s.listener.get() == which; });
       if (it == served_.end()) return;  // the listener closed meanwhile
+      listen_fd = it->listen_fd;
       Result<std::unique_ptr<fabric::Endpoint>> r = it->listener->GetRequest();
       if (!r.ok()) {
         if (!r.status().would_block()) {

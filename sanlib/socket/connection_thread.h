@@ -40,7 +40,9 @@ class ConnectionThread {
   ~ConnectionThread();
   // Starts the thread (and the stat service) if this process has none yet.
   Status EnsureRunning();
-  // Serves `listener` for the listening socket `listen_fd`, whose bound address is `addr`.
+  // Serves `listener` for the listening socket `listen_fd`, whose bound address is `addr`. A
+  // socket may be served by several listeners (one per provider: shm and verbs); RemoveListener
+  // ends them all.
   Status AddListener(int listen_fd, const sockaddr_storage& addr,
                      std::unique_ptr<fabric::Listener> listener, uint32_t provider_caps,
                      const proto::StreamParams& params);
@@ -78,7 +80,7 @@ class ConnectionThread {
 
   static void* Main(void* self);
   void Run();
-  void ServeRequests(int listen_fd);
+  void ServeRequests(const fabric::Listener* which);
   void DropBrokenLocked();
   Status StartThreadLocked();
 

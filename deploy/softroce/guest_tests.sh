@@ -1,0 +1,120 @@
+#!/bin/bash
+# Runs inside the softroce guest, chrooted into the host's root (read-only; /tmp is the guest's):
+# sets up rxe0 on a veth pair and runs sanlib's verbs tests from BUILD_DIR, then the raw perftest
+# figures on the same device. Every test is a real program: a skip inside the guest counts as a
+# failure (the guest exists to have a device). Ends with
+#   SAN-SOFTROCE-SUMMARY passed=N failed=M
+# and powers the guest off.
+# Usage (from guest_init.sh): guest_tests.sh BUILD_DIR FILTER ROLE
+BUILD=$1; FILTER=${2:-all}; ROLE=${3:-}
+GFILTER=$(sed -n 's/.* san_gfilter=\([^ ]*\).*/\1/p' /proc/cmdline)  # developers: one gtest filter
+SANLOG=$(sed -n 's/.* san_log=\([^ ]*\).*/\1/p' /proc/cmdline)
+[ -n "$SANLOG" ] && export SAN_LOG=$SANLOG
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR=/tmp
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+BIN=$BUILD/bin
+up() { cut -d' ' -f1 /proc/uptime; }
+off() { echo 1 > /proc/sys/kernel/sysrq; sync; echo o > /proc/sysrq-trigger; sleep 5; }
+PASSED=0; FAILED=0
+note() { echo "=== $*"; }
+
+ip link set lo up
+if [ -z "$ROLE" ]; then
+  ME=10.0.0.1
+  ip link add veth0 type veth peer name veth1 && ip addr add 10.0.0.1/24 dev veth0 &&
+    ip addr add 10.0.0.2/24 dev veth1 && ip link set veth0 up && ip link set veth1 up ||
+    { echo "SAN-SOFTROCE-SETUP-FAILED: veth"; off; }
+  rdma link add rxe0 type rxe netdev veth0 || { echo "SAN-SOFTROCE-SETUP-FAILED: rdma link add"; off; }
+else
+  [ "$ROLE" = server ] && { ME=10.0.0.1; PEER=10.0.0.2; } || { ME=10.0.0.2; PEER=10.0.0.1; }
+  ip addr add $ME/24 dev eth0 && ip link set eth0 up || { echo "SAN-SOFTROCE-SETUP-FAILED: eth0"; off; }
+  rdma link add rxe0 type rxe netdev eth0 || { echo "SAN-SOFTROCE-SETUP-FAILED: rdma link add"; off; }
+fi
+GIDX=""
+HEX=$(printf '%02x%02x:%02x%02x' ${ME//./ })
+for try in $(seq 1 50); do  # the GID table fills in asynchronously after the link comes up
+  f=$(grep -l "ffff:$HEX\$" /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null | head -1)
+  [ -n "$f" ] && { GIDX=${f##*/}; break; }
+  sleep 0.2
+done
+[ -n "$GIDX" ] || { echo "looked for ffff:$HEX"; head -3 /sys/class/infiniband/rxe0/ports/1/gids/[0-3]; }
+note "guest: rxe0 on ${ROLE:-veth0} ($ME), IPv4 GID index ${GIDX:-none}, uptime $(up) s"
+ibv_devices | sed 's/^/    /'
+[ -n "$GIDX" ] || { echo "SAN-SOFTROCE-SETUP-FAILED: no IPv4 GID"; off; }
+export SAN_TEST_VERBS_IP=$ME
+
+# A GoogleTest binary: passes only if it ran something, nothing failed and nothing skipped.
+gtest() { # name binary [args...]
+  local name=$1 bin=$2; shift 2
+  [ -x "$bin" ] || { note "TEST $name: MISSING $bin"; FAILED=$((FAILED+1)); return; }
+  local t0; t0=$(up)
+  timeout 300 "$bin" "$@" ${GFILTER:+--gtest_filter=$GFILTER} > /tmp/$name.log 2>&1; local rc=$?
+  local p s f
+  p=$(grep -c '^\[       OK \]' /tmp/$name.log); s=$(grep -c '^\[  SKIPPED \]' /tmp/$name.log)
+  f=$(grep -c '^\[  FAILED  \]' /tmp/$name.log)
+  if [ $rc -eq 0 ] && [ "$p" -gt 0 ] && [ "$s" -eq 0 ]; then
+    PASSED=$((PASSED+1)); note "TEST $name: PASS ($p cases, $(echo "$(up) - $t0" | bc 2>/dev/null || echo ?) s)"
+  else
+    FAILED=$((FAILED+1)); note "TEST $name: FAIL (rc $rc, $p ok, $s skipped, $f failed lines)"
+    grep -v '^\[ *\(RUN\|OK\) ' /tmp/$name.log | tail -60
+  fi
+  grep -E '^SAN-' /tmp/$name.log
+}
+
+# A server/client pair of programs on this guest (server first; client retried while it starts).
+pair() { # name "server cmd" "client cmd" [ref]   (ref: a reference figure, reported, not counted)
+  local name=$1 ref=${4:-}
+  timeout 120 $2 > /tmp/$name.srv 2>&1 & local spid=$!
+  # san-verbs-bench says when it listens (a loaded emulated guest can take many seconds to start
+  # a sanitizer build from 9p): start the client then. perftest's banner is buffered: a second.
+  sleep 1
+  case $2 in *san-verbs-bench*)
+    for i in $(seq 1 600); do
+      grep -q "listening on" /tmp/$name.srv 2>/dev/null && break
+      kill -0 $spid 2>/dev/null || break
+      sleep 0.1
+    done ;;
+  esac
+  local rc=1
+  : > /tmp/$name.cli
+  for k in 1 2 3 4 5; do timeout 120 $3 >> /tmp/$name.cli 2>&1 && { rc=0; break; }; sleep 1; done
+  wait $spid; local src=$?
+  if [ $rc -eq 0 ] && [ $src -eq 0 ]; then
+    [ -n "$ref" ] && note "REFERENCE $name: ran" || { PASSED=$((PASSED+1)); note "PAIR $name: PASS"; }
+  elif [ -n "$ref" ]; then
+    note "REFERENCE $name: did not run (server rc $src, client rc $rc); not counted"
+  else
+    FAILED=$((FAILED+1)); note "PAIR $name: FAIL (server rc $src, client rc $rc)"
+  fi
+  echo "--- $name server:"; tail -25 /tmp/$name.srv; echo "--- $name client:"; tail -25 /tmp/$name.cli
+}
+
+if [ -z "$ROLE" ]; then
+  case $FILTER in all|conformance)
+    gtest fabric_conformance_verbs "$BIN/fabric_conformance_test" --gtest_filter='*/verbs' ;; esac
+  case $FILTER in all|verbs)
+    gtest verbs_provider "$BIN/verbs_provider_test"
+    gtest verbs_stream "$BIN/verbs_stream_test" ;; esac
+  case $FILTER in all|bench)
+    if [ -x "$BIN/san-verbs-bench" ]; then
+      pair san_verbs_bench "$BIN/san-verbs-bench --server $ME --port 18515" \
+                           "$BIN/san-verbs-bench --client $ME --port 18515"
+    fi
+    # The raw fabric on the same device: polling, and waiting on the completion channel (-e).
+    pair ib_send_lat "ib_send_lat -d rxe0 -x $GIDX -n 1000" "ib_send_lat -d rxe0 -x $GIDX -n 1000 $ME" ref
+    pair ib_send_lat_events "ib_send_lat -d rxe0 -x $GIDX -n 1000 -e" "ib_send_lat -d rxe0 -x $GIDX -n 1000 -e $ME" ref
+    pair ib_write_bw "ib_write_bw -d rxe0 -x $GIDX -n 1000" "ib_write_bw -d rxe0 -x $GIDX -n 1000 $ME" ref ;; esac
+else
+  for i in $(seq 1 60); do ping -c1 -W1 $PEER >/dev/null 2>&1 && break; done
+  note "[$ROLE] peer $PEER reachable at $(up) s"
+  if [ "$ROLE" = server ]; then
+    timeout 200 "$BIN/san-verbs-bench" --server $ME --port 18515 > /tmp/b.log 2>&1; rc=$?
+  else
+    rc=1; for k in $(seq 1 5); do sleep 2; echo "attempt $k" >> /tmp/b.log; timeout 200 "$BIN/san-verbs-bench" --client $PEER --port 18515 >> /tmp/b.log 2>&1 && { rc=0; break; }; done
+  fi
+  cat /tmp/b.log
+  [ $rc -eq 0 ] && PASSED=$((PASSED+1)) || FAILED=$((FAILED+1))
+  note "[$ROLE] san-verbs-bench rc $rc"
+fi
+echo "SAN-SOFTROCE-SUMMARY passed=$PASSED failed=$FAILED"
+off

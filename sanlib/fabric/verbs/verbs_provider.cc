@@ -1,0 +1,174 @@
+#include "fabric/verbs/verbs_provider.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if_arp.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/unique_fd.h"
+#include "fabric/address.h"
+#include "fabric/verbs/verbs_endpoint.h"
+#include "fabric/verbs/verbs_listener.h"
+
+namespace san::fabric::verbs {
+namespace {
+
+constexpr uint64_t kAddressCacheNs = 1'000'000'000;
+
+std::atomic<uint32_t> fork_generation{0};
+
+// The address with its port cleared, as a key (any port of the address matches).
+std::string HostKey(const sockaddr* addr, socklen_t len) {
+  sockaddr_storage copy{};
+  std::memcpy(&copy, addr, std::min<size_t>(len, sizeof(copy)));
+  if (copy.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&copy)->sin_port = 0;
+  if (copy.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&copy)->sin6_port = 0;
+  Result<std::string> key = AddressKey(reinterpret_cast<sockaddr*>(&copy), len);
+  return key.ok() ? key.value() : std::string();
+}
+
+// The key of the address a RoCE GID is made from ("::ffff:a.b.c.d" -> "a.b.c.d:0").
+std::string GidKey(const ibv_gid& gid) {
+  sockaddr_in6 sin6{};
+  sin6.sin6_family = AF_INET6;
+  std::memcpy(&sin6.sin6_addr, gid.raw, 16);
+  return HostKey(reinterpret_cast<sockaddr*>(&sin6), sizeof sin6);
+}
+
+bool IsIpoibInterface(const char* name) {
+  std::string path = "/sys/class/net/";
+  path.append(name).append("/type");
+  std::ifstream in(path);
+  int type = 0;
+  return (in >> type) && type == ARPHRD_INFINIBAND;
+}
+
+}  // namespace
+
+uint32_t ForkGeneration() { return fork_generation.load(std::memory_order_relaxed); }
+
+VerbsProvider* VerbsProvider::Open(std::string* why_not) {
+  // Registered memory and fork(): a kernel that copies pinned pages for the child by itself
+  // (Linux >= 5.13) needs nothing; otherwise libibverbs must mark registrations MADV_DONTFORK,
+  // which it can only do if asked before the first device is opened.
+  const ibv_fork_status fork_status = ibv_is_fork_initialized();
+  if (fork_status == IBV_FORK_DISABLED && ibv_fork_init() != 0) {
+    SAN_LOG_WARN("verbs: ibv_fork_init failed: fork children must not touch verbs buffers");
+  }
+  // The cm device first: without /dev/infiniband/rdma_cm nothing here can work.
+  rdma_event_channel* probe = rdma_create_event_channel();
+  if (probe == nullptr) {
+    *why_not = "verbs: no rdma_cm (";
+    why_not->append(strerror(errno)).append("): this kernel has no RDMA connection manager");
+    return nullptr;
+  }
+  rdma_destroy_event_channel(probe);
+  int n = 0;
+  ibv_context** contexts = rdma_get_devices(&n);
+  if (contexts == nullptr || n == 0) {
+    if (contexts != nullptr) rdma_free_devices(contexts);
+    *why_not = "verbs: no RDMA device";
+    return nullptr;
+  }
+  auto* p = new VerbsProvider();
+  p->contexts_ = contexts;
+  for (int i = 0; i < n; ++i) {
+    ibv_pd* pd = ibv_alloc_pd(contexts[i]);
+    if (pd == nullptr) {
+      SAN_LOG_WARN("verbs: ibv_alloc_pd(%s): %s", ibv_get_device_name(contexts[i]->device),
+                   strerror(errno));
+      continue;
+    }
+    p->devices_.push_back(Device{contexts[i], pd});
+  }
+  if (p->devices_.empty()) {
+    *why_not = "verbs: no usable RDMA device (ibv_alloc_pd failed)";
+    rdma_free_devices(contexts);
+    delete p;
+    return nullptr;
+  }
+  static VerbsProvider* const self = p;  // the registry makes at most one
+  pthread_atfork([] { self->mu_.lock(); }, [] { self->mu_.unlock(); },
+                 [] {
+                   self->mu_.unlock();
+                   fork_generation.fetch_add(1, std::memory_order_relaxed);
+                 });
+  return p;
+}
+
+ibv_pd* VerbsProvider::PdFor(ibv_context* context) const {
+  for (const Device& d : devices_) {
+    if (d.context == context) return d.pd;
+  }
+  return nullptr;
+}
+
+bool VerbsProvider::SourceHasDevice(const std::string& source_key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t now = NowNs();
+  if (rdma_keys_at_ns_ == 0 || now - rdma_keys_at_ns_ > kAddressCacheNs) {
+    rdma_keys_.clear();
+    for (const Device& d : devices_) {
+      ibv_gid_entry entries[256];
+      const ssize_t k = ibv_query_gid_table(d.context, entries, 256, 0);
+      for (ssize_t i = 0; i < k; ++i) {
+        std::string key = GidKey(entries[i].gid);
+        if (!key.empty()) rdma_keys_.push_back(std::move(key));
+      }
+    }
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) == 0) {  // IPoIB: rdma_cm resolves its addresses through the netdev
+      for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr == nullptr || i->ifa_name == nullptr) continue;
+        const int family = i->ifa_addr->sa_family;
+        if (family != AF_INET && family != AF_INET6) continue;
+        if (!IsIpoibInterface(i->ifa_name)) continue;
+        rdma_keys_.push_back(
+            HostKey(i->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)));
+      }
+      freeifaddrs(list);
+    }
+    rdma_keys_at_ns_ = now;
+  }
+  return std::find(rdma_keys_.begin(), rdma_keys_.end(), source_key) != rdma_keys_.end();
+}
+
+bool VerbsProvider::Reaches(const sockaddr* peer, socklen_t len) const {
+  if (peer == nullptr || (peer->sa_family != AF_INET && peer->sa_family != AF_INET6)) return false;
+  // rdma_cm's loopback path (127.0.0.1 bound to "some device") did not connect on rxe: loopback
+  // peers are the shm provider's anyway.
+  if (IsLoopbackAddress(peer, len)) return false;
+  // Which local address would the kernel send from? A connected UDP socket says (no packet sent).
+  UniqueFd udp(socket(peer->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!udp.valid() || connect(udp.get(), peer, len) != 0) return false;
+  sockaddr_storage source{};
+  socklen_t source_len = sizeof source;
+  if (getsockname(udp.get(), reinterpret_cast<sockaddr*>(&source), &source_len) != 0) return false;
+  const std::string key = HostKey(reinterpret_cast<sockaddr*>(&source), source_len);
+  return !key.empty() && SourceHasDevice(key);
+}
+
+Result<std::unique_ptr<Listener>> VerbsProvider::Listen(const sockaddr* addr, socklen_t len,
+                                                        const EndpointAttr& attr) {
+  Result<std::unique_ptr<VerbsListener>> l = VerbsListener::Create(*this, addr, len, attr);
+  if (!l.ok()) return l.status();
+  return std::unique_ptr<Listener>(std::move(l).value());
+}
+
+Result<std::unique_ptr<Endpoint>> VerbsProvider::CreateEndpoint(const EndpointAttr& attr) {
+  Result<std::unique_ptr<VerbsEndpoint>> ep = VerbsEndpoint::CreateClient(*this, attr);
+  if (!ep.ok()) return ep.status();
+  return std::unique_ptr<Endpoint>(std::move(ep).value());
+}
+
+}  // namespace san::fabric::verbs
