@@ -17,5 +17,13 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroo
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mount -t tmpfs tmp /host/tmp; mount -t tmpfs run /host/run
 mount -t tmpfs vartmp /host/var/tmp 2>/dev/null
+# The repository and the build dir at their own paths (they may live under a tmpfs just mounted).
+SRC=$(arg san_src)
+for share in "hostsrc $SRC" "hostbuild $BUILD"; do
+  set -- $share
+  mkdir -p "/host$2" 2>/dev/null
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose "$1" "/host$2" ||
+    fail "mount $1 at $2"
+done
 echo "=== guest: kernel $(uname -r), host root mounted, uptime $(cut -d' ' -f1 /proc/uptime) s"
 exec chroot /host /bin/bash "$HERE/guest_tests.sh" "$BUILD" "$FILTER" "$ROLE"

@@ -95,11 +95,16 @@ if [ ! -f "$INITRD" ]; then
 fi
 
 LOG=${SAN_SOFTROCE_LOG:-$CACHE/guest-$$.log}
-# The host's root, read-only; the build dir and this repository are reached through it.
+# The host's root, read-only, for its programs and libraries; this repository and the build dir
+# as shares of their own, mounted at the same paths: the guest puts fresh tmpfs on /tmp, /run and
+# /var/tmp, which would hide a checkout or build dir living there (a CI clone in /tmp did).
+SRC_ROOT=$(cd "$HERE/../.." && pwd)
 QARGS=(-accel tcg -m 2048 -nographic -no-reboot
        -kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$INITRD"
-       -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
-APPEND="console=ttyS0 quiet panic=-1 rdinit=/init san_build=$BUILD_DIR san_here=$HERE san_filter=${SAN_SOFTROCE_FILTER:-all}${SAN_SOFTROCE_GTEST_FILTER:+ san_gfilter=$SAN_SOFTROCE_GTEST_FILTER}${SAN_LOG:+ san_log=$SAN_LOG}"
+       -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
+       -virtfs "local,path=$SRC_ROOT,mount_tag=hostsrc,security_model=none,readonly=on,multidevs=remap"
+       -virtfs "local,path=$BUILD_DIR,mount_tag=hostbuild,security_model=none,readonly=on,multidevs=remap")
+APPEND="console=ttyS0 quiet panic=-1 rdinit=/init san_build=$BUILD_DIR san_src=$SRC_ROOT san_here=$HERE san_filter=${SAN_SOFTROCE_FILTER:-all}${SAN_SOFTROCE_GTEST_FILTER:+ san_gfilter=$SAN_SOFTROCE_GTEST_FILTER}${SAN_LOG:+ san_log=$SAN_LOG}"
 S=$(date +%s)
 if [ "$MODE" = pair ]; then
   # Two guests, rxe on each one's virtio NIC, joined by a QEMU UDP socket link on 127.0.0.1.
