@@ -41,31 +41,6 @@ int ConnectTo(uint16_t port) {
 
 uint8_t Pattern(size_t i) { return static_cast<uint8_t>((i * 131) ^ (i >> 9)); }
 
-// Bytes that reach the kernel socket under a SAN connection (a peer writing around its channel)
-// cannot be placed in the stream: the reader gets ECONNRESET, not a stream with a hole in it (it
-// used to log a warning and wait on, here until SO_RCVTIMEO: EAGAIN).
-TEST(SocketBasic, BytesOnTheKernelSocketResetTheConnection) {
-  uint16_t port = 0;
-  const int lfd = Listener(&port);
-  ASSERT_GE(lfd, 0);
-  const int client = ConnectTo(port);
-  ASSERT_GE(client, 0);
-  const int server = san_accept(lfd, nullptr, nullptr);
-  ASSERT_GE(server, 0);
-  san_info info{};
-  ASSERT_EQ(san_getinfo(server, &info), 0);
-  ASSERT_EQ(info.mode, SAN_MODE_SHM);
-  const timeval limit{5, 0};
-  ASSERT_EQ(san_setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit), 0);
-  ASSERT_EQ(write(client, "around", 6), 6);  // libc's write: the kernel socket, not the channel
-  char buf[16];
-  EXPECT_EQ(san_recv(server, buf, sizeof buf, 0), -1);
-  EXPECT_EQ(errno, ECONNRESET);
-  san_close(server);
-  san_close(client);
-  san_close(lfd);
-}
-
 TEST(SocketBasic, ShmStreamBothWaysAndEof) {
   constexpr size_t kBytes = 8u << 20;
   int port_pipe[2];
@@ -136,6 +111,32 @@ TEST(SocketBasic, ShmStreamBothWaysAndEof) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// Bytes that reach the kernel socket under a SAN connection (a peer writing around its channel)
+// cannot be placed in the stream: the reader gets ECONNRESET, not a stream with a hole in it (it
+// used to log a warning and wait on, here until SO_RCVTIMEO: EAGAIN). Last in the file: it starts
+// sanlib's threads in this process, and the tests above fork.
+TEST(SocketBasic, BytesOnTheKernelSocketResetTheConnection) {
+  uint16_t port = 0;
+  const int lfd = Listener(&port);
+  ASSERT_GE(lfd, 0);
+  const int client = ConnectTo(port);
+  ASSERT_GE(client, 0);
+  const int server = san_accept(lfd, nullptr, nullptr);
+  ASSERT_GE(server, 0);
+  san_info info{};
+  ASSERT_EQ(san_getinfo(server, &info), 0);
+  ASSERT_EQ(info.mode, SAN_MODE_SHM);
+  const timeval limit{5, 0};
+  ASSERT_EQ(san_setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit), 0);
+  ASSERT_EQ(write(client, "around", 6), 6);  // libc's write: the kernel socket, not the channel
+  char buf[16];
+  EXPECT_EQ(san_recv(server, buf, sizeof buf, 0), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  san_close(server);
+  san_close(client);
+  san_close(lfd);
 }
 
 }  // namespace
