@@ -93,15 +93,9 @@ int EpollSet::DropKicks(epoll_event* events, int n) {
 
 int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
                          const sigset_t* sigmask) {
-  const uint64_t start = NowNs();
+  const WaitBudget budget(timeout_ms, 0);
   for (;;) {
-    int left = timeout_ms;
-    if (timeout_ms > 0) {
-      const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-      left = elapsed_ms >= static_cast<uint64_t>(timeout_ms)
-                 ? 0
-                 : timeout_ms - static_cast<int>(elapsed_ms);
-    }
+    const int left = budget.remaining_ms();
     const int n = Real().epoll_pwait(epfd, events, max_events, left, sigmask);
     if (n <= 0) return n;
     const int kept = DropKicks(events, n);

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/clock.h"
+#include "rpcvia/deadline_connect.h"
 #include "rpcvia/rpcbind_lookup.h"
 #include "rpcvia/via_client.h"
 #include "rpcvia/via_xprt.h"
@@ -47,29 +47,10 @@ CLIENT* CreateFailed(enum clnt_stat stat, int err, std::string detail) {
   return nullptr;
 }
 
-// Connects `fd` (nonblocking) to `server` by the deadline. 0, or an errno.
-int ConnectBy(int fd, const ServerAddress& server, uint64_t deadline_ns) {
-  if (san_connect(fd, reinterpret_cast<const sockaddr*>(&server.addr), server.len) == 0) return 0;
-  if (errno != EINPROGRESS) return errno;
-  for (;;) {
-    const uint64_t now = NowNs();
-    if (now >= deadline_ns) return ETIMEDOUT;
-    pollfd p{fd, POLLOUT, 0};
-    const int rc = san_poll(&p, 1, static_cast<int>((deadline_ns - now + 999999) / 1000000));
-    if (rc > 0) break;
-    if (rc < 0 && errno != EINTR) return errno;
-  }
-  int err = 0;
-  socklen_t len = sizeof err;
-  if (san_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
-  return err;
-}
-
 CLIENT* CreateViaClientTimed(const char* host, rpcprog_t prog, rpcvers_t vers, const timeval& tv) {
   create_detail.clear();
   if (host == nullptr) return CreateFailed(RPC_UNKNOWNHOST, 0, "no host given");
-  const uint64_t deadline = NowNs() + static_cast<uint64_t>(tv.tv_sec) * 1000000000u +
-                            static_cast<uint64_t>(tv.tv_usec) * 1000u;
+  const uint64_t deadline = DeadlineAfter(tv);
   ServerAddress server;
   LookupError lookup;
   if (!LookUpTcpAddress(host, prog, vers, deadline, &server, &lookup)) {
@@ -80,7 +61,9 @@ CLIENT* CreateViaClientTimed(const char* host, rpcprog_t prog, rpcvers_t vers, c
   }
   const int fd = san_socket(AF_INET, SOCK_SAN | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return CreateFailed(RPC_SYSTEMERROR, errno, "san_socket failed");
-  if (const int err = ConnectBy(fd, server, deadline); err != 0) {
+  if (const int err =
+          ConnectBy(fd, reinterpret_cast<const sockaddr*>(&server.addr), server.len, deadline);
+      err != 0) {
     san_close(fd);
     return err == ETIMEDOUT ? CreateFailed(RPC_TIMEDOUT, err, "connect timed out")
                             : CreateFailed(RPC_SYSTEMERROR, err, "connect failed");

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <rpc/rpcb_prot.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <memory>
 
 #include "common/clock.h"
+#include "rpcvia/deadline_connect.h"
 
 namespace san::rpcvia {
 namespace {
@@ -48,25 +48,7 @@ bool IsWildcard(const sockaddr_storage& a) {
 int ConnectTcpBy(const sockaddr_in& addr, uint64_t deadline_ns) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  int err = 0;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    err = errno;
-    while (err == EINPROGRESS) {
-      const uint64_t now = NowNs();
-      if (now >= deadline_ns) {
-        err = ETIMEDOUT;
-        break;
-      }
-      pollfd p{fd, POLLOUT, 0};
-      const int rc = poll(&p, 1, static_cast<int>((deadline_ns - now + 999999) / 1000000));
-      if (rc > 0) {
-        socklen_t len = sizeof err;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      } else if (rc < 0 && errno != EINTR) {
-        err = errno;
-      }
-    }
-  }
+  int err = ConnectBy(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr, deadline_ns);
   if (err == 0) {
     const int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) err = errno;

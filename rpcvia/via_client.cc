@@ -7,6 +7,7 @@
 #include <new>
 
 #include "common/clock.h"
+#include "rpcvia/deadline_connect.h"
 #include "rpcvia/record_stream.h"
 #include "rpcvia/rpcvia.h"
 
@@ -46,11 +47,6 @@ ViaClient* Of(CLIENT* cl) { return static_cast<ViaClient*>(cl->cl_private); }
 
 bool TimevalValid(const timeval& tv) {
   return tv.tv_sec >= 0 && tv.tv_usec >= 0 && tv.tv_usec < 1000000;
-}
-
-uint64_t DeadlineAfter(const timeval& tv) {
-  return NowNs() + static_cast<uint64_t>(tv.tv_sec) * 1000000000u +
-         static_cast<uint64_t>(tv.tv_usec) * 1000u;
 }
 
 // The transport's failure if it has one, else `otherwise`.
