@@ -42,9 +42,6 @@ struct Config {
   static const Config& Get();
   // Parses from an explicit lookup (tests); `errors` receives one line per malformed variable.
   static Config Parse(const char* (*getenv_fn)(const char*), std::vector<std::string>* errors);
-
-  // P = w + w/t + 1: receive descriptors pre-posted per connection (SOVIA 4.3).
-  uint32_t receive_depth() const { return window + window / ack_threshold + 1; }
 };
 
 struct SettingInfo {

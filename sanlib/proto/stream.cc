@@ -1,10 +1,12 @@
 #include "proto/stream.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -18,7 +20,7 @@ namespace san::proto {
 namespace {
 
 constexpr uint32_t kStagingSlots = 4;
-constexpr uint32_t kMaxReceives = 512;  // P <= 255 + 255 + 1
+constexpr uint32_t kMaxReceives = 512;  // P <= 255 + 255 + 2
 constexpr uint64_t kStagingTag = 1ull << 63;
 constexpr uint64_t kDirectTag = 1ull << 62;
 constexpr int kPollBatch = 16;
@@ -29,6 +31,10 @@ constexpr uint32_t kMaxWindowBytes = 16u << 20;
 // the write by a correct peer).
 constexpr uint64_t kPutWaitNs = 1'000'000'000;
 constexpr uint32_t kBigMemory = 8;
+// The relay (peer of a mover), in order: read the MoveHeader, echo the returned bytes, write our
+// unposted combined bytes; then done.
+enum RelayPhase : uint8_t { kRelayHeader = 0, kRelayEcho = 1, kRelayUnsent = 2, kRelayDone = 3 };
+constexpr size_t kRelayChunk = 16384;
 
 // getpid() without a syscall per call: windows belong to the process that offered them (after
 // fork the child has the same buffer addresses as its parent).
@@ -115,16 +121,28 @@ struct StreamShared {
   // less per smaller DATA packet (a big message's short tail does not reset it; a run of small
   // messages does).
   uint32_t big_memory = 0;
-  bool adv_valid = false;       // sending side: the peer's latest ADVERT, not used yet
+  bool adv_valid = false;  // sending side: the peer's latest ADVERT, not used yet
   AdvertBody adv;
-  bool win_open = false;        // receiving side: our window (offered by win_pid over win_addr)
-  bool win_put = false;         // its PUT arrived (win_put_len bytes are in the buffer)
+  bool win_open = false;  // receiving side: our window (offered by win_pid over win_addr)
+  bool win_put = false;   // its PUT arrived (win_put_len bytes are in the buffer)
   int32_t win_pid = 0;
   uint32_t win_generation = 0;
   uint32_t win_len = 0;
   uint32_t win_put_len = 0;
   uint64_t win_addr = 0;
-  uint64_t win_offset = 0;      // in_bytes when it was offered
+  uint64_t win_offset = 0;  // in_bytes when it was offered
+
+  // Moving to TCP (stream.h).
+  std::atomic<bool> moved{false};  // any of the below: Stream::Moved() without the lock
+  bool move_sent = false;          // mover: MOVE posted
+  bool move_acked = false;         // mover: the peer's MOVED arrived
+  bool peer_moved = false;         // peer: MOVE arrived
+  bool moved_owed = false;         // peer: MOVED still to post
+  uint8_t relay_phase = kRelayHeader;
+  bool relay_shut = false;            // the kernel socket was shut for writing
+  uint64_t relay_left = 0;            // returned bytes still to echo
+  uint32_t relay_written = 0;         // of our combined bytes, written to the kernel socket
+  std::atomic<short> relay_waits{0};  // POLLIN/POLLOUT the relay waits for on the kernel socket
 
   uint32_t rq_head = 0;
   uint32_t rq_count = 0;
@@ -263,8 +281,8 @@ class Stream::Locked {
   // caller just waits for packets as usual).
   bool TryOffer(const iovec& buf, size_t offer_min) {
     if (!SingleCopyProvider() || !sh_.peer_can_write || !sh_.wakeup_received || sh_.win_open ||
-        sh_.error || sh_.close.peer_fin() || sh_.close.fin_sent() || sh_.rq_count != 0 ||
-        !sh_.window.has_credit() || buf.iov_len < offer_min) {
+        MovedOff() || sh_.error || sh_.close.peer_fin() || sh_.close.fin_sent() ||
+        sh_.rq_count != 0 || !sh_.window.has_credit() || buf.iov_len < offer_min) {
       return false;
     }
     // Only when the peer has been sending big messages: an ADVERT per small message would cost
@@ -382,7 +400,7 @@ class Stream::Locked {
   }
 
   Status FlushCombined() {
-    if (sh_.fill_len == 0) return Status::Ok();
+    if (sh_.fill_len == 0 || MovedOff()) return Status::Ok();  // moved: the relay writes them
     fabric::Segment seg{Slot(sh_.fill_slot), sh_.fill_len, s_.staging_region_.key};
     Status st = PostData(&seg, 1, kStagingTag | static_cast<uint64_t>(sh_.fill_slot), sh_.fill_len);
     if (!st.ok()) return st;
@@ -398,7 +416,11 @@ class Stream::Locked {
     // one, reaped in the same batch). Other failures do not stop this: after a break the provider
     // still reports the messages that had fully landed, e.g. a peer's whole stream and its FIN.
     if (sh_.violated) return Error();
-    if (c.error != 0) return Fail(ECONNRESET);
+    // Once MOVE went, the mover's endpoint may go away at any time (its exec closes it): the
+    // flushed receives say nothing about the connection, which goes on over TCP.
+    if (c.error != 0) return MovedOff() ? Status::Ok() : Fail(ECONNRESET);
+    // Nothing follows the peer's MOVE or its MOVED.
+    if (sh_.peer_moved || sh_.move_acked) return Violation();
     if (c.id >= depth() || !sh_.posted[c.id]) return Violation();
     const uint32_t buffer = static_cast<uint32_t>(c.id);
     sh_.posted[buffer] = 0;
@@ -475,8 +497,7 @@ class Stream::Locked {
         // Bytes in our window: the open one, with nothing of the stream between its ADVERT and
         // this PUT, and no more than it holds.
         if (!sh_.win_open || sh_.win_put || body->generation != sh_.win_generation ||
-            body->length > sh_.win_len || sh_.in_bytes != sh_.win_offset ||
-            sh_.close.peer_fin()) {
+            body->length > sh_.win_len || sh_.in_bytes != sh_.win_offset || sh_.close.peer_fin()) {
           return Violation();
         }
         sh_.win_put = true;
@@ -487,6 +508,21 @@ class Stream::Locked {
         sh_.stats.single_copy_bytes_received += body->length;
         return ReleaseCredited(buffer);
       }
+      case PacketType::kMove:
+        if (c.length != 0) return Violation();
+        if (sh_.move_sent) {  // both sides moving at once: neither can
+          Repost(buffer);
+          return Fail(ECONNRESET);
+        }
+        sh_.peer_moved = true;
+        sh_.moved_owed = true;
+        sh_.adv_valid = false;
+        sh_.moved.store(true, std::memory_order_release);
+        return Repost(buffer);
+      case PacketType::kMoved:
+        if (c.length != 0 || !sh_.move_sent) return Violation();
+        sh_.move_acked = true;
+        return Repost(buffer);
     }
     return Violation();
   }
@@ -502,7 +538,7 @@ class Stream::Locked {
         if (c.op == fabric::Op::kRecv) {
           HandleRecv(c);
         } else if (c.error != 0) {
-          Fail(c.error == EAGAIN ? ECONNRESET : c.error);
+          if (!MovedOff()) Fail(c.error == EAGAIN ? ECONNRESET : c.error);
         } else if (c.id & kStagingTag) {
           uint64_t slot = c.id & ~kStagingTag;
           if (slot < kStagingSlots) sh_.slot_busy[slot] = 0;
@@ -512,10 +548,20 @@ class Stream::Locked {
     }
   }
 
-  // Sends what the state owes: FINACK, a combine buffer that may go, FIN, an explicit ACK.
+  // MOVE went either way: the SAN side of the connection carries nothing more.
+  bool MovedOff() const { return sh_.move_sent || sh_.peer_moved; }
+
+  // Sends what the state owes: FINACK, a combine buffer that may go, FIN, an explicit ACK; after a
+  // MOVE only our MOVED.
   Status SendPending() {
     if (sh_.error) return Error();
     if (!sh_.wakeup_received) return Status::Ok();
+    if (MovedOff()) {
+      if (sh_.moved_owed && PostPacket(PacketType::kMoved, nullptr, 0, kDirectTag, false).ok()) {
+        sh_.moved_owed = false;
+      }
+      return sh_.error ? Error() : Status::Ok();
+    }
     if (sh_.close.finack_owed() && sh_.window.has_credit()) {
       Status st = PostPacket(PacketType::kFinAck, nullptr, 0, kDirectTag, true);
       if (st.ok()) sh_.close.FinAckSent();
@@ -588,6 +634,7 @@ class Stream::Locked {
     Status st = Progress();
     if (!st.ok()) return st;
     if (sh_.close.fin_sent()) return Status(EPIPE, "send after shutdown");
+    if (MovedOff()) return Status(kMovedToTcp, "moved to tcp");
     const size_t total = IovLength(iov, iovcnt);
     if (total == 0) return size_t{0};
     if (!sh_.wakeup_received) return Status(EAGAIN, "window not open");
@@ -629,7 +676,7 @@ class Stream::Locked {
     if (offering && OwnsWindow(iov[0].iov_base)) {
       // Our window is out. Its PUT comes before anything sent after it; data queued without a
       // PUT means the peer used the ring instead: take the window back and read normally.
-      if (!sh_.win_put && sh_.rq_count == 0 && !sh_.close.peer_fin() && !sh_.error) {
+      if (!sh_.win_put && sh_.rq_count == 0 && !sh_.close.peer_fin() && !sh_.error && !MovedOff()) {
         SendPending();
         return Status(EAGAIN, "waiting in a window");
       }
@@ -674,6 +721,7 @@ class Stream::Locked {
     // its side): what arrived before the FIN was whole, as with a kernel socket.
     if (sh_.close.peer_fin()) return size_t{0};
     if (!st.ok()) return st;
+    if (MovedOff()) return Status(kMovedToTcp, "moved to tcp");
     if (offering && !peek) TryOffer(iov[0], offer_min);
     return Status(EAGAIN, "no data");
   }
@@ -820,8 +868,7 @@ Status Stream::Start() {
   return Status::Ok();
 }
 
-Result<size_t> Stream::Send(const iovec* iov, int iovcnt, bool* left_buffered,
-                            size_t window_min) {
+Result<size_t> Stream::Send(const iovec* iov, int iovcnt, bool* left_buffered, size_t window_min) {
   Locked l(*this);
   Result<size_t> r = l.Send(iov, iovcnt, window_min);
   if (left_buffered) *left_buffered = l.sh().fill_len > 0;
@@ -892,7 +939,8 @@ Readiness Stream::GetReadiness() {
   r.peer_closed = sh.close.peer_fin();
   r.write_closed = sh.close.fin_sent();
   r.readable = sh.rq_count > 0 || r.peer_closed || r.error || (sh.win_open && sh.win_put);
-  r.writable = !r.write_closed && sh.wakeup_received &&
+  r.moved = l.MovedOff();
+  r.writable = !r.write_closed && sh.wakeup_received && !r.moved &&
                (sh.window.has_credit() || (sh.fill_len > 0 && sh.fill_len < l.PacketMax()));
   return r;
 }
@@ -910,7 +958,7 @@ bool Stream::Finished() {
 bool Stream::NothingLeftToPost() {
   Locked l(*this);
   l.Progress();
-  return !l.sh().fin_pending || l.sh().error != 0 || endpoint_->broken();
+  return !l.sh().fin_pending || l.sh().error != 0 || endpoint_->broken() || l.MovedOff();
 }
 
 void Stream::Abort() {
@@ -922,6 +970,119 @@ void Stream::Fail(int error) {
   Locked l(*this);
   l.Fail(error);
 }
+
+Status Stream::BeginMove() {
+  Locked l(*this);
+  StreamShared& sh = l.sh();
+  l.Progress();
+  if (sh.error) return l.Error();
+  if (!sh.wakeup_received) return Status(ENOTCONN, "move: connection not open");
+  if (sh.peer_moved) return Status(EBUSY, "move: the peer is moving");
+  if (sh.move_sent) return Status::Ok();
+  l.FlushCombined();  // without credit the bytes go in the handover instead
+  Status st = l.PostPacket(PacketType::kMove, nullptr, 0, kDirectTag, false);
+  if (!st.ok()) return st;
+  sh.move_sent = true;
+  sh.adv_valid = false;
+  sh.moved.store(true, std::memory_order_release);
+  return Status::Ok();
+}
+
+Result<bool> Stream::MoveAcknowledged() {
+  Locked l(*this);
+  l.Reap();
+  if (l.sh().error) return l.Error();
+  return l.sh().move_acked;
+}
+
+TcpHandover Stream::TakeForTcp() {
+  Locked l(*this);
+  StreamShared& sh = l.sh();
+  l.Reap();
+  TcpHandover h;
+  for (uint32_t i = 0; i < sh.rq_count; ++i) {
+    const RecvEntry& e = sh.rq[(sh.rq_head + i) % kMaxReceives];
+    const std::byte* from = l.RecvBuffer(e.buffer) + e.offset;
+    h.returned.insert(h.returned.end(), from, from + (e.length - e.offset));
+  }
+  sh.rq_count = 0;
+  if (sh.fill_len > 0) {
+    const std::byte* from = l.Slot(sh.fill_slot);
+    h.unsent.assign(from, from + sh.fill_len);
+    sh.fill_len = 0;
+    sh.fill_slot = -1;
+  }
+  h.fin = sh.close.fin_sent();
+  return h;
+}
+
+Result<bool> Stream::Relay(RelayIo& io) {
+  Locked l(*this);
+  StreamShared& sh = l.sh();
+  l.Progress();  // our MOVED first: the mover writes nothing on the kernel socket before it
+  if (!sh.peer_moved) return Status(EINVAL, "relay: the peer did not move");
+  if (sh.error) return l.Error();
+  if (sh.moved_owed) return Status(EAGAIN, "relay: MOVED not posted yet");
+  // `waits`: the kernel socket event that lets this step go on.
+  auto kernel_error = [&](const char* what, short waits) -> Status {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      sh.relay_waits.store(waits, std::memory_order_relaxed);
+      return Status(EAGAIN, what);
+    }
+    return l.Fail(ECONNRESET);
+  };
+  sh.relay_waits.store(POLLIN, std::memory_order_relaxed);
+  std::byte chunk[kRelayChunk];
+  if (sh.relay_phase == kRelayHeader) {
+    const ssize_t n = io.Peek(chunk, MoveHeader::kSize);
+    if (n < 0) return kernel_error("relay: header", POLLIN);
+    if (n == 0) return l.Fail(ECONNRESET);  // the mover gave up before its header
+    if (static_cast<size_t>(n) < MoveHeader::kSize) return Status(EAGAIN, "relay: header");
+    Result<MoveHeader> h = DecodeMoveHeader(chunk, MoveHeader::kSize);
+    // We cannot have more bytes in the mover's hands than a full window of our packets.
+    if (!h.ok() || h->returned > uint64_t{sh.window.window()} * l.PacketMax()) {
+      return l.Fail(ECONNRESET);
+    }
+    if (io.Consume(chunk, MoveHeader::kSize) != static_cast<ssize_t>(MoveHeader::kSize)) {
+      return l.Fail(ECONNRESET);
+    }
+    sh.relay_left = h->returned;
+    sh.relay_phase = kRelayEcho;
+  }
+  while (sh.relay_phase == kRelayEcho && sh.relay_left > 0) {
+    // Peek, write what the kernel takes, then consume exactly that: nothing is held here, so a
+    // partial write leaves the rest where it was.
+    const ssize_t n = io.Peek(chunk, std::min<uint64_t>(sizeof chunk, sh.relay_left));
+    if (n < 0) return kernel_error("relay: returned bytes", POLLIN);
+    if (n == 0) return l.Fail(ECONNRESET);
+    const ssize_t w = io.Write(chunk, static_cast<size_t>(n));
+    if (w < 0) return kernel_error("relay: echo", POLLOUT);
+    if (io.Consume(chunk, static_cast<size_t>(w)) != w) return l.Fail(ECONNRESET);
+    sh.relay_left -= static_cast<uint64_t>(w);
+  }
+  if (sh.relay_phase == kRelayEcho) sh.relay_phase = kRelayUnsent;
+  while (sh.relay_phase == kRelayUnsent && sh.relay_written < sh.fill_len) {
+    const ssize_t w =
+        io.Write(l.Slot(sh.fill_slot) + sh.relay_written, sh.fill_len - sh.relay_written);
+    if (w < 0) return kernel_error("relay: unsent bytes", POLLOUT);
+    sh.relay_written += static_cast<uint32_t>(w);
+  }
+  if (sh.relay_phase == kRelayUnsent) {
+    sh.fill_len = 0;
+    sh.fill_slot = -1;
+    sh.relay_phase = kRelayDone;
+  }
+  sh.relay_waits.store(0, std::memory_order_relaxed);
+  if (sh.close.fin_sent() && !sh.relay_shut) {
+    io.ShutdownWrite();
+    sh.relay_shut = true;
+  }
+  return true;
+}
+
+bool Stream::Moved() const { return shared_->moved.load(std::memory_order_acquire); }
+
+short Stream::RelayWaitsFor() const { return shared_->relay_waits.load(std::memory_order_relaxed); }
 
 void Stream::AddUser() { shared_->users.fetch_add(1, std::memory_order_acq_rel); }
 

@@ -22,6 +22,7 @@
 // (and processes, after fork) may call concurrently. Ownership: owns the Endpoint.
 #pragma once
 
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -43,7 +44,39 @@ struct StreamParams {
   CombinePolicy combine;
   uint32_t combine_timer_us = 200;
 
-  uint32_t receive_depth() const { return window + window / ack_threshold + 1; }  // P
+  // P: SOVIA's w + w/t + 1 (the window's DATA, then w/t ACKs and the FIN, the ack reserve the
+  // WAKEUP announces), plus one receive for a MOVE or MOVED (at most one each way, ever).
+  uint32_t receive_depth() const { return window + window / ack_threshold + 2; }
+};
+
+// Moving a connection to its kernel TCP socket (an exec into an image without sanlib, docs/
+// compat.md "exec"; the packets and the header are in wire.h). The mover posts MOVE and waits for
+// the peer's MOVED: after those two packets nothing more crosses SAN in either direction, and
+// everything the peer had sent has landed here. The mover then writes a MoveHeader on the kernel
+// socket, followed by the peer's bytes it had received but not delivered (`returned`) and its own
+// combined bytes never posted; the peer, after delivering what its SAN queue still holds, sends
+// the returned bytes back over TCP (the relay) ahead of anything new, then its own unposted
+// bytes, and from then on both sides are plain TCP at the same byte offsets.
+//
+// The status Send and Recv return once a call must go to the kernel socket instead (never a
+// connection error: the socket layer turns to the kernel socket).
+constexpr int kMovedToTcp = EXDEV;
+
+// What the mover's kernel socket must carry, in this order, after the MoveHeader.
+struct TcpHandover {
+  std::vector<std::byte> returned;  // the peer's bytes we received and did not deliver
+  std::vector<std::byte> unsent;    // our combined bytes that were never posted
+  bool fin = false;                 // we had shut down writing: shut the kernel socket too
+};
+
+// The kernel socket, for the relay: nonblocking calls, -1 with errno on failure (EAGAIN: not now).
+class RelayIo {
+ public:
+  virtual ~RelayIo() = default;
+  virtual ssize_t Peek(void* buf, size_t n) = 0;  // copies without consuming; 0 at EOF
+  virtual ssize_t Consume(void* buf, size_t n) = 0;
+  virtual ssize_t Write(const void* buf, size_t n) = 0;
+  virtual int ShutdownWrite() = 0;
 };
 
 // What poll() would report, from the stream's own state.
@@ -53,6 +86,7 @@ struct Readiness {
   bool peer_closed = false;   // FIN received (POLLRDHUP)
   bool write_closed = false;  // we sent FIN (shutdown-write or close)
   int error = 0;              // sticky connection error (ECONNRESET, EPROTO...), 0 if none
+  bool moved = false;         // MOVE went either way: the kernel socket carries what follows
 };
 
 struct StreamStats {
@@ -66,10 +100,10 @@ struct StreamStats {
   uint32_t mtu = 0;
   ClosePhase phase = ClosePhase::kOpen;
   // Single copy (docs/protocol.md "Single copy").
-  bool single_copy_out = false;     // we may write into the peer's windows (probe + its flag)
-  bool single_copy_in = false;      // the peer may write into ours (its WAKEUP said so, not declined)
-  uint64_t windows_offered = 0;     // ADVERTs we sent
-  uint64_t windows_filled = 0;      // of those, filled by a PUT with data
+  bool single_copy_out = false;  // we may write into the peer's windows (probe + its flag)
+  bool single_copy_in = false;   // the peer may write into ours (its WAKEUP said so, not declined)
+  uint64_t windows_offered = 0;  // ADVERTs we sent
+  uint64_t windows_filled = 0;   // of those, filled by a PUT with data
   uint64_t single_copy_bytes_sent = 0;
   uint64_t single_copy_bytes_received = 0;
 };
@@ -82,7 +116,7 @@ struct StreamShared;  // stream.cc: the state block in shared memory
 struct StreamImage {
   fabric::EndpointImage endpoint;
   std::vector<std::byte> state;
-  fabric::MemoryRegion recv_region;     // as the exporter had them (Endpoint::Reattach maps them)
+  fabric::MemoryRegion recv_region;  // as the exporter had them (Endpoint::Reattach maps them)
   fabric::MemoryRegion staging_region;
   StreamParams params;
   uint32_t provider_caps = 0;
@@ -168,6 +202,26 @@ class Stream {
   void AddUser();
   // Returns true if the caller was the last user.
   bool DropUser();
+
+  // ---- Moving to TCP (above) ----
+  // Mover: flushes what it can and posts MOVE; afterwards nothing is posted over SAN. EAGAIN: no
+  // room at the peer yet (call again); EBUSY: the peer is moving too (neither can).
+  Status BeginMove();
+  // Mover: reaps; true once the peer's MOVED arrived. ECONNRESET if the peer broke off.
+  Result<bool> MoveAcknowledged();
+  // Mover, once acknowledged: what the kernel socket must carry. The stream is spent afterwards.
+  TcpHandover TakeForTcp();
+  // Peer of a mover (whichever thread or process gets there; state is shared): sends MOVED if it
+  // is owed, then advances the relay as far as the kernel socket allows. True when the relay is
+  // complete (later data goes straight to the kernel socket; a later ShutdownWrite is applied to
+  // it here too). EAGAIN while waiting for the kernel socket; ECONNRESET on a bad header, a
+  // returned length beyond what we can have sent, or EOF before the relay ended.
+  Result<bool> Relay(RelayIo& io);
+  // MOVE went either way (one atomic load).
+  bool Moved() const;
+  // The kernel socket event (POLLIN/POLLOUT) the relay last waited for; 0 once it is done or
+  // before it started (then the header is awaited: POLLIN).
+  short RelayWaitsFor() const;
 
   void SetNoDelay(bool nodelay);
   bool nodelay();

@@ -38,7 +38,7 @@ uint32_t EncodeImm(const Header& h) {
 Result<Header> DecodeImm(uint32_t imm) {
   uint32_t type = imm >> 28;
   if (type < static_cast<uint32_t>(PacketType::kData) ||
-      type > static_cast<uint32_t>(PacketType::kPut)) {
+      type > static_cast<uint32_t>(PacketType::kMoved)) {
     return Status(EPROTO, "packet type check");
   }
   if (((imm >> 16) & 0xf) != kWireVersion) return Status(EPROTO, "packet version check");
@@ -65,7 +65,8 @@ Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length) {
   b.ack_reserve = Get16(in + 6);
   b.buffer_size = Get32(in + 8);
   b.flags = Get32(in + 12);
-  if (b.window == 0 || b.window > 255 || b.buffer_size < 64 || (b.flags & ~kWakeupKnownFlags) != 0) {
+  if (b.window == 0 || b.window > 255 || b.buffer_size < 64 ||
+      (b.flags & ~kWakeupKnownFlags) != 0) {
     return Status(EPROTO, "wakeup field check");
   }
   return b;
@@ -107,6 +108,21 @@ Result<PutBody> DecodePut(const std::byte* in, size_t length) {
   b.length = Get32(in + 8);
   if (Get32(in + 12) != 0) return Status(EPROTO, "put field check");
   return b;
+}
+
+void EncodeMoveHeader(const MoveHeader& header, std::byte out[MoveHeader::kSize]) {
+  Put32(out, MoveHeader::kMagic);
+  Put32(out + 4, MoveHeader::kVersion);
+  Put64(out + 8, header.returned);
+}
+
+Result<MoveHeader> DecodeMoveHeader(const std::byte* in, size_t length) {
+  if (length != MoveHeader::kSize) return Status(EPROTO, "move header size check");
+  if (Get32(in) != MoveHeader::kMagic) return Status(EPROTO, "move header magic check");
+  if (Get32(in + 4) != MoveHeader::kVersion) return Status(EPROTO, "move header version check");
+  MoveHeader h;
+  h.returned = Get64(in + 8);
+  return h;
 }
 
 sockaddr_storage CanonicalAddress(const sockaddr* addr, socklen_t len) {

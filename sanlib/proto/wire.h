@@ -2,7 +2,8 @@
 // WAKEUP body. The one place where bits on the wire are defined (docs/protocol.md draws them).
 //
 //   immediate (host order; providers carry it as a 32-bit value):
-//     31..28 type     DATA=1 ACK=2 WAKEUP=3 FIN=4 FINACK=5 ADVERT=6 PUT=7 (0 and 8..15 invalid)
+//     31..28 type     DATA=1 ACK=2 WAKEUP=3 FIN=4 FINACK=5 ADVERT=6 PUT=7 MOVE=8 MOVED=9
+//                     (0 and 10..15 invalid)
 //     27..20 credits  receive buffers the sender of this packet has freed since its last report
 //     19..16 version  kWireVersion
 //     15..0  seq      per-direction packet number mod 2^16 (every packet type counts)
@@ -32,6 +33,8 @@ enum class PacketType : uint8_t {
   kFinAck = 5,
   kAdvert = 6,  // single copy, receiver -> sender: "write up to length bytes into this window"
   kPut = 7,     // single copy, sender -> receiver: "I wrote length bytes into your window"
+  kMove = 8,    // "this connection continues over the kernel TCP socket" (exec, docs/compat.md)
+  kMoved = 9,   // the answer: nothing more comes over SAN either
 };
 
 struct Header {
@@ -92,6 +95,19 @@ struct PutBody {
 static_assert(PutBody::kSize == 4 + 4 + 4 + 4);
 void EncodePut(const PutBody& body, std::byte out[PutBody::kSize]);
 Result<PutBody> DecodePut(const std::byte* in, size_t length);
+
+// The header a side that moved its connection to TCP (MOVE, then MOVED received) writes first on
+// the kernel socket: how many of the peer's bytes it had received but not delivered, which follow
+// at once and which the peer sends back over TCP ahead of anything new. Little-endian, 16 bytes:
+//   0 magic u32 "SANM" | 4 version u32 (1) | 8 returned u64
+struct MoveHeader {
+  static constexpr uint32_t kMagic = 0x53414e4d;  // "SANM"
+  static constexpr uint32_t kVersion = 1;
+  static constexpr size_t kSize = 16;
+  uint64_t returned = 0;
+};
+void EncodeMoveHeader(const MoveHeader& header, std::byte out[MoveHeader::kSize]);
+Result<MoveHeader> DecodeMoveHeader(const std::byte* in, size_t length);
 
 // The connection request a SAN client hands to the listener's rendezvous (fabric ConnectData):
 // the 4-tuple of the kernel TCP connection it is about to make, by which accept() finds the

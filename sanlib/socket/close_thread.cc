@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "socket/socket_ops.h"
+#include "socket/tcp_move.h"
 
 namespace san {
 
@@ -88,6 +89,14 @@ void CloseThread::AfterForkChild() {
 
 bool CloseThread::Finish(Closing& c, uint64_t now) {
   proto::Stream& s = *c.stream;
+  if (s.Moved()) {
+    // The connection went on over TCP (tcp_move.h): what is owed is the relay; then closing our
+    // copy of the kernel socket is the close, as for any TCP connection.
+    KernelRelayIo io(c.kernel_fd.get());
+    Result<bool> relayed = s.Relay(io);
+    if (relayed.ok() || !relayed.status().would_block()) return true;
+    return now >= c.deadline_ns;
+  }
   s.Progress();
   if (s.Available() > 0) {
     s.Abort();  // data for a socket nobody will read: reset, as the kernel does

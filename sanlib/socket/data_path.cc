@@ -10,6 +10,7 @@
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
+#include "socket/tcp_move.h"
 
 namespace san {
 namespace {
@@ -125,6 +126,24 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadli
   }
 }
 
+// A stream result of kMovedToTcp (the peer moved the connection to TCP, tcp_move.h): advances the
+// relay; EAGAIN while it waits (Drive sleeps), kMovedToTcp once the call may go to the kernel
+// socket, or the connection's error.
+Result<size_t> AfterMove(SanSocket& s, Result<size_t> r) {
+  if (r.ok() || r.status().code() != proto::kMovedToTcp) return r;
+  Status st = AdvanceMoved(s);
+  return st.ok() ? r : Result<size_t>(st);
+}
+
+bool MovedOn(const Result<size_t>& r) { return !r.ok() && r.status().code() == proto::kMovedToTcp; }
+
+// The rest of a call whose connection now continues over the kernel socket: what the kernel
+// call returns, after `total` bytes the SAN path moved.
+ssize_t KernelRest(ssize_t total, ssize_t n) {
+  if (n < 0) return total > 0 ? total : -1;
+  return total + n;
+}
+
 // The errno a kernel socket would report for a broken connection, once; then EPIPE (send) or EOF.
 int ConnectionErrno(SanSocket& s, int code, bool sending) {
   if (code == EPIPE) return EPIPE;
@@ -169,8 +188,14 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
   for (;;) {
     bool buffered = false;
     Result<size_t> r = Drive(*s, true, nonblocking, &deadline, [&] {
-      return s->stream->Send(rest.data(), rest.count(), &buffered, window_min);
+      return AfterMove(*s, s->stream->Send(rest.data(), rest.count(), &buffered, window_min));
     });
+    if (MovedOn(r)) {
+      msghdr msg{};
+      msg.msg_iov = const_cast<iovec*>(rest.data());
+      msg.msg_iovlen = static_cast<size_t>(rest.count());
+      return KernelRest(static_cast<ssize_t>(total), kernel::sendmsg(fd, &msg, flags));
+    }
     if (buffered && s->stream->TryArmTimer()) Runtime::Get().closer().ArmTimer(s->stream.get());
     if (!r.ok()) {
       if (total > 0) return static_cast<ssize_t>(total);
@@ -234,8 +259,19 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   for (;;) {
     const iovec* cur = waitall ? rest.data() : iov;
     const int curcnt = waitall ? rest.count() : iovcnt;
-    Result<size_t> r = Drive(*s, false, nonblocking, &deadline,
-                             [&] { return s->stream->Recv(cur, curcnt, peek, offer_min); });
+    Result<size_t> r = Drive(*s, false, nonblocking, &deadline, [&] {
+      return AfterMove(*s, s->stream->Recv(cur, curcnt, peek, offer_min));
+    });
+    if (MovedOn(r)) {
+      msghdr msg{};
+      msg.msg_iov = const_cast<iovec*>(cur);
+      msg.msg_iovlen = static_cast<size_t>(curcnt);
+      const int kernel_flags = flags | (read_shut ? MSG_DONTWAIT : 0);
+      ssize_t n = kernel::recvmsg(fd, &msg, kernel_flags);
+      if (n < 0 && read_shut && (errno == EAGAIN || errno == EWOULDBLOCK)) n = 0;
+      if (probing && n >= 0) return 0;
+      return KernelRest(static_cast<ssize_t>(total), n);
+    }
     if (offer_min != 0 && curcnt > 0) {
       // Timeout, EINTR, an error or data by the ring: take the window back. Bytes the peer wrote
       // into it meanwhile are this call's result (they are the next bytes of the stream).

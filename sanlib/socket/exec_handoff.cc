@@ -22,6 +22,7 @@
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
+#include "socket/tcp_move.h"
 
 namespace san {
 namespace {
@@ -117,6 +118,30 @@ void RearmTimer(proto::Stream& stream) {
   }
 }
 
+// Whether the other end of `s` is one of `ours` (both ends of a connection in this process).
+template <typename Map>
+bool PeerIsOurs(SanSocket& s, const Map& ours) {
+  sockaddr_storage local{}, peer{};
+  socklen_t llen = sizeof local, plen = sizeof peer;
+  if (kernel::getsockname(s.fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
+      kernel::getpeername(s.fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) {
+    return false;
+  }
+  for (const auto& entry : ours) {
+    SanSocket* other = entry.first;
+    if (other == &s) continue;
+    sockaddr_storage olocal{}, opeer{};
+    socklen_t ollen = sizeof olocal, oplen = sizeof opeer;
+    if (kernel::getsockname(other->fd, reinterpret_cast<sockaddr*>(&olocal), &ollen) == 0 &&
+        kernel::getpeername(other->fd, reinterpret_cast<sockaddr*>(&opeer), &oplen) == 0 &&
+        ollen == plen && oplen == llen && memcmp(&olocal, &peer, plen) == 0 &&
+        memcmp(&opeer, &local, llen) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
@@ -128,6 +153,7 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
   // Every connected SAN socket, with those of its numbers the new image inherits (maybe none).
   struct Candidate {
     std::vector<int> inherited;
+    bool peer_is_ours = false;  // both ends in this process (looked at before anything is swapped)
   };
   std::map<SanSocket*, Candidate> candidates;
   rt->table().ForEachNumber([&](int fd, SanSocket* s) {
@@ -136,35 +162,77 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
     if (!CloseOnExec(fd)) c.inherited.push_back(fd);
   });
   if (candidates.empty()) return nullptr;
+  if (!new_image_runs_layer) {
+    for (auto& [s, c] : candidates) c.peer_is_ours = PeerIsOurs(*s, candidates);
+  }
   const uint64_t stdio_deadline = NowNs() + uint64_t{kStdioHolderWaitMs} * 1000000;
+  // Connections moving to their kernel socket (the new image does not load the layer), with the
+  // numbers to reset if the move does not complete: MOVE goes to all of them first, then their
+  // peers' answers are awaited together, within one kMoveWaitMs.
+  std::vector<std::pair<SanSocket*, std::vector<int>>> to_tcp;
+  const uint64_t move_deadline = NowNs() + uint64_t{kMoveWaitMs} * 1000000;
   for (auto& [s, c] : candidates) {
     std::sort(c.inherited.begin(), c.inherited.end());
     const bool on_stdio = !c.inherited.empty() && c.inherited.front() <= STDERR_FILENO;
-    const bool may_move = new_image_runs_layer && !h->vfork_child_ &&
-                          s->sleepers.load(std::memory_order_acquire) == 0 &&
-                          s->holders_read.valid() && s->holders_write.valid();
+    // Only a real process that alone holds the connection, with no other thread asleep on it,
+    // may hand it on (to the new image's layer, or to the kernel socket).
+    const bool may_hand_on = !h->vfork_child_ && s->sleepers.load(std::memory_order_acquire) == 0 &&
+                             s->holders_read.valid() && s->holders_write.valid();
+    const bool may_move = new_image_runs_layer && may_hand_on;
+    // To the kernel socket: not when the peer is one of our own sockets (this thread, in exec,
+    // would have to answer its own MOVE), and a failed exec must find such a pair as it was.
+    const bool may_go_tcp = !new_image_runs_layer && may_hand_on && !c.peer_is_ours;
     if (c.inherited.empty()) {
       // Closed by the exec. Only the last holder's close is the connection's end (FIN).
-      if (may_move && h->CheckSole(*s, 0)) h->Move(*s, {}, true);
+      if ((may_move || may_go_tcp) && h->CheckSole(*s, 0)) {
+        if (may_move) {
+          h->Move(*s, {}, true);
+        } else if (StartMoveToTcp(*s, move_deadline).ok()) {
+          // Moved to the kernel socket, the exec's close of it is a TCP close: FIN after all we
+          // sent, or a reset when bytes we never read come back to us -- the kernel's rules. A
+          // failed exec keeps it as a TCP connection.
+          to_tcp.emplace_back(s, std::vector<int>{});
+        }
+      }
       continue;
     }
+    const uint64_t now = NowNs();
+    const int wait_ms =
+        on_stdio && now < stdio_deadline ? static_cast<int>((stdio_deadline - now) / 1000000) : 0;
     bool moved = false;
-    if (may_move) {
-      const uint64_t now = NowNs();
-      const int wait_ms =
-          on_stdio && now < stdio_deadline ? static_cast<int>((stdio_deadline - now) / 1000000) : 0;
-      if (h->CheckSole(*s, wait_ms)) moved = h->Move(*s, c.inherited, false);
+    const char* why = !new_image_runs_layer ? "the new image does not load sanlib"
+                      : h->vfork_child_     ? "vfork child"
+                                            : "another process holds it, or it is in use";
+    if ((may_move || may_go_tcp) && h->CheckSole(*s, wait_ms)) {
+      if (may_move) {
+        moved = h->Move(*s, c.inherited, false);
+      } else {
+        // The new image will use the kernel socket itself: move the connection there.
+        Status st = StartMoveToTcp(*s, move_deadline);
+        if (st.ok()) {
+          to_tcp.emplace_back(s, c.inherited);
+          continue;
+        }
+        SAN_LOG_WARN("exec: fd %d: the SAN connection could not move to kernel TCP: %s",
+                     c.inherited.front(), st.ToString().c_str());
+      }
     }
     if (!moved) {
       SAN_LOG_INFO(
           "exec: fd %d's SAN connection cannot follow into the new image (%s); it gets "
           "a reset socket",
-          c.inherited.front(),
-          !new_image_runs_layer ? "the new image does not load sanlib"
-          : h->vfork_child_     ? "vfork child"
-                                : "another process holds it, or it is in use");
+          c.inherited.front(), why);
       for (int n : c.inherited) h->Swap(n);
     }
+  }
+  for (auto& [s, numbers] : to_tcp) {
+    Status st = FinishMoveToTcp(*s, move_deadline);
+    if (st.ok() || numbers.empty()) continue;
+    // MOVE went but the move did not complete: the connection is lost (our side is failed; the
+    // peer reads what it had, then ECONNRESET), and the new image gets reset sockets.
+    SAN_LOG_WARN("exec: fd %d: the SAN connection could not move to kernel TCP: %s; it is reset",
+                 numbers.front(), st.ToString().c_str());
+    for (int n : numbers) h->Swap(n);
   }
   if (!h->moved_.empty()) {
     std::vector<exec::InheritedSocket> records;

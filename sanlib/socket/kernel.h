@@ -38,6 +38,9 @@ inline ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
 inline ssize_t recvmsg(int fd, msghdr* msg, int flags) {
   return ::syscall(SYS_recvmsg, fd, msg, flags);
 }
+inline ssize_t send(int fd, const void* buf, size_t len, int flags) {
+  return ::syscall(SYS_sendto, fd, buf, len, flags, nullptr, 0);
+}
 inline ssize_t recv(int fd, void* buf, size_t len, int flags) {
   return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
 }

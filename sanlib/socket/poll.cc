@@ -11,6 +11,7 @@
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
+#include "socket/tcp_move.h"
 
 namespace san {
 namespace {
@@ -60,9 +61,19 @@ short SocketRevents(SanSocket& s, short events) {
   const bool others_asleep = s.sleepers.load(std::memory_order_acquire) > 0;
   const uint64_t reaped_before = others_asleep ? s.stream->Stats().packets_received : 0;
   if (events & POLLIN) s.stream->Flush();  // SOVIA's flush point: the application waits to read
-  const proto::Readiness r = s.stream->GetReadiness();
+  proto::Readiness r = s.stream->GetReadiness();
   if (others_asleep && s.stream->Stats().packets_received != reaped_before) WakeSleepers(s);
-  short revents = 0;
+  // Moved to TCP (tcp_move.h): the SAN queue's data and EOF, then, once the relay is done, the
+  // kernel socket's events.
+  short kernel_revents = 0;
+  if (r.moved && !r.error) {
+    if (AdvanceMoved(s).ok()) {
+      pollfd p{s.fd.load(), events, 0};
+      if (kernel::poll(&p, 1, 0) > 0) kernel_revents = p.revents;
+    }
+    r = s.stream->GetReadiness();
+  }
+  short revents = kernel_revents;
   const bool read_closed = r.peer_closed || s.read_shut.load(std::memory_order_relaxed);
   if (r.error) {
     revents = kInEvents | kOutEvents | POLLHUP | POLLRDHUP;

@@ -1,15 +1,17 @@
 // SanSocket: what sanlib knows about one socket the application holds.
 //
 // The fd is a real kernel TCP socket (identity, addresses, liveness). Once connected, the socket is
-// in one mode for life: kShm (data over a proto::Stream on the shm provider) or kTcp (fallback:
-// every data call goes to the kernel, and `fallback_reason` says why). Listening sockets carry no
+// in one mode: kShm (data over a proto::Stream on the shm provider) or kTcp (fallback: every data
+// call goes to the kernel, and `fallback_reason` says why). The one change is kShm -> kTcp, when a
+// connection moves to its kernel socket (tcp_move.h); the stream then stays until the socket goes,
+// for threads that read the mode before the change. Listening sockets carry no
 // stream; the connection thread serves their rendezvous.
 //
 // Thread-safety: mode and stream are set once, by the thread that connects/accepts, before the
 // socket is published in the SocketTable (or under the connect call the application itself
-// serialises); after that they are read-only. Data calls are made thread-safe by the Stream's lock.
-// Ownership: the SocketTable owns live sockets; after the application's close, the close thread
-// owns the stream until the FIN handshake ends.
+// serialises); after that they are read-only, but for the move to TCP (turned_tcp guards it). Data
+// calls are made thread-safe by the Stream's lock. Ownership: the SocketTable owns live sockets;
+// after the application's close, the close thread owns the stream until the FIN handshake ends.
 #pragma once
 
 #include <atomic>
@@ -47,6 +49,7 @@ struct SanSocket {
   std::atomic<bool> tcp_gone{false};        // the kernel socket underneath reported EOF/reset
   std::atomic<bool> error_reported{false};  // the connection's error was returned once already
   std::atomic<bool> connecting{false};      // nonblocking connect(): the kernel half is in progress
+  std::atomic<bool> turned_tcp{false};      // a moved connection became kTcp (tcp_move.h): once
   std::atomic<int> connect_error{0};        // the kernel half failed with this errno (SO_ERROR)
   bool nodelay_requested = false;           // TCP_NODELAY set before the stream existed
   // The threads of this process sleeping on the socket, woken when another thread made progress

@@ -17,6 +17,7 @@
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
+#include "socket/tcp_move.h"
 
 namespace san {
 namespace {
@@ -359,7 +360,7 @@ void Release(int fd) {
       delete s;
       return;
     }
-    if (stream->Available() > 0) {
+    if (stream->Available() > 0 && !stream->Moved()) {
       stream->Abort();  // unread data: the kernel resets the connection, so do we
     } else {
       stream->ShutdownWrite();
@@ -384,6 +385,7 @@ void ShutdownAllForExit() {
     if (s->stream) fds.push_back(s->fd);
   });
   std::vector<proto::Stream*> shut;
+  std::vector<SanSocket*> relaying;  // the peer moved them to TCP: the relay is what is owed
   for (int fd : fds) {
     if (SanSocket* s = rt.table().Find(fd)) {
       if (s->stream) {
@@ -392,6 +394,7 @@ void ShutdownAllForExit() {
         if (DropOwnHold(*s, *s->stream)) {
           s->stream->ShutdownWrite();  // flushes, then FIN
           shut.push_back(s->stream.get());
+          if (s->stream->Moved()) relaying.push_back(s);
         }
       }
     }
@@ -404,7 +407,10 @@ void ShutdownAllForExit() {
     shut.erase(std::remove_if(shut.begin(), shut.end(),
                               [](proto::Stream* st) { return st->NothingLeftToPost(); }),
                shut.end());
-    if (shut.empty() || NowNs() >= deadline) return;
+    relaying.erase(std::remove_if(relaying.begin(), relaying.end(),
+                                  [](SanSocket* s) { return !AdvanceMoved(*s).would_block(); }),
+                   relaying.end());
+    if ((shut.empty() && relaying.empty()) || NowNs() >= deadline) return;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }

@@ -64,6 +64,7 @@ struct SleepWatch {
   int wake;        // this thread's wake-up eventfd (-1 if not registered)
   int slot;        // its entry in socket->waiters (-1: none was free)
   bool watch_tcp;  // the kernel socket underneath, for peer death
+  bool moved;      // the connection moved to TCP (tcp_move.h): its kernel socket is what to watch
   size_t first;    // index of its doorbell in the pollfd array (then wake, then the socket)
 };
 // Arms the doorbells of `sockets` and re-checks them: true if one is ready already (nothing armed

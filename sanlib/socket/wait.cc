@@ -75,7 +75,9 @@ bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
     SanSocket& s = *sockets[armed];
     if (wake >= 0) slots[armed] = s.waiters.Add(wake);
     s.sleepers.fetch_add(1, std::memory_order_acq_rel);
-    if (!s.stream->endpoint().Arm() || SocketRevents(s, events[armed])) {
+    // A moved connection (tcp_move.h) waits on its kernel socket: the SAN side is silent for good.
+    const bool moved = s.stream->Moved();
+    if ((!moved && !s.stream->endpoint().Arm()) || SocketRevents(s, events[armed])) {
       for (size_t i = 0; i <= armed; ++i) {
         sockets[i]->sleepers.fetch_sub(1, std::memory_order_acq_rel);
         sockets[i]->waiters.Remove(slots[i], wake);
@@ -87,13 +89,19 @@ bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
   for (size_t i = 0; i < count; ++i) {
     SanSocket& s = *sockets[i];
     const int fd = s.fd.load();
-    SleepWatch w{&s,         s.id,
-                 fd,         slots[i] >= 0 ? wake : -1,
-                 slots[i],   !s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed,
-                 fds->size()};
-    fds->push_back(pollfd{s.stream->endpoint().notify_fd(), POLLIN, 0});
+    const bool moved = s.stream->Moved();
+    SleepWatch w{&s,       s.id,
+                 fd,       slots[i] >= 0 ? wake : -1,
+                 slots[i], moved || (!s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed),
+                 moved,    fds->size()};
+    fds->push_back(pollfd{moved ? -1 : s.stream->endpoint().notify_fd(), POLLIN, 0});
     fds->push_back(pollfd{w.wake, POLLIN, 0});  // a negative fd is ignored by poll
-    fds->push_back(pollfd{w.watch_tcp ? fd : -1, POLLIN | POLLRDHUP, 0});
+    // Moved: what the relay waits for until it is done, then what the caller waits for.
+    const short relay = moved ? s.stream->RelayWaitsFor() : 0;
+    const short tcp_events = !moved  ? short{POLLIN | POLLRDHUP}
+                             : relay ? relay
+                                     : static_cast<short>(events[i] | POLLRDHUP);
+    fds->push_back(pollfd{w.watch_tcp ? fd : -1, tcp_events, 0});
     watches->push_back(w);
   }
   return false;
@@ -112,7 +120,7 @@ void FinishSleep(const std::vector<SleepWatch>& watches, const std::vector<pollf
   for (const SleepWatch& w : watches) {
     if (revalidate && (revalidate->Find(w.fd) != w.socket || w.socket->id != w.id)) continue;
     SanSocket& s = *w.socket;
-    if (fds[w.first].revents) {
+    if (fds[w.first].revents && !w.moved) {
       s.stream->endpoint().ClearNotify();
       // Another thread sleeping on the same doorbell may have missed it now.
       if (s.sleepers.load(std::memory_order_acquire) > 1) s.waiters.Wake();
@@ -121,7 +129,7 @@ void FinishSleep(const std::vector<SleepWatch>& watches, const std::vector<pollf
       eventfd_t v;
       eventfd_read(w.wake, &v);  // ours alone: no other thread's wake-up is taken
     }
-    if (fds[w.first + 2].revents) CheckKernelSide(s);
+    if (fds[w.first + 2].revents && !w.moved) CheckKernelSide(s);
     s.waiters.Remove(w.slot, w.wake);
     s.sleepers.fetch_sub(1, std::memory_order_acq_rel);
   }

@@ -236,9 +236,47 @@ TEST(ExecTest, InetdStyleForkDup2Exec) {
   RunEchoCase("(exec cat <&3 >&3) & exec 3>&-; wait", "inetd");
 }
 
-// An image that does not load the layer (LD_PRELOAD dropped) must not get a kernel connection
-// nobody reads: its write fails and its read ends, and we never see a byte of it.
-TEST(ExecTest, ImageWithoutLayerGetsResetSocketNeverData) {
+// An image that does not load the layer uses the kernel socket itself: the connection moves to
+// kernel TCP on both ends (socket/tcp_move.h). We are active throughout (ExpectEcho polls), so our
+// side answers the move; what we sent before the exec and bash never read comes back to us and
+// goes out again over TCP to cat. The echo is byte-exact, EOF goes both ways, and our socket ends
+// up in kernel TCP mode saying why.
+void RunMovedEchoCase(const std::string& script_after_connect, const std::string& name) {
+  signal(SIGPIPE, SIG_IGN);
+  Listener listener;
+  Spawned client(UnderSanrun(Connect3(listener.port()) + script_after_connect), {},
+                 TempPath(name + ".log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM) << "the connection did not start on shm";
+  const std::vector<char> data = Pattern(1u << 20, 9);
+  ExpectEcho(fd, data);
+  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
+  EXPECT_EQ(err, 0) << "expected cat's EOF: " << strerror(err);
+  san_info info{};
+  ASSERT_EQ(san_getinfo(fd, &info), 0);
+  EXPECT_EQ(info.mode, SAN_MODE_TCP);
+  EXPECT_NE(std::string(info.fallback).find("peer moved"), std::string::npos) << info.fallback;
+  close(fd);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+}
+
+TEST(ExecTest, ImageWithoutLayerContinuesOverTcp) {
+  RunMovedEchoCase("LD_PRELOAD= exec cat <&3 >&3", "plain-cat");
+}
+
+// A static program cannot load the layer whatever LD_PRELOAD says (compat/exec_target.h).
+TEST(ExecTest, StaticImageContinuesOverTcp) {
+  if (access("/bin/busybox", X_OK) != 0) GTEST_SKIP() << "/bin/busybox (busybox-static) missing";
+  RunMovedEchoCase("exec /bin/busybox cat <&3 >&3", "static-cat");
+}
+
+// The same image with a peer that takes no call on the socket within the move's wait (we only
+// read after the client is done): the move cannot complete, and the image must not get a kernel
+// connection nobody reads: its write fails and its read ends, and we never see a byte of it.
+TEST(ExecTest, ImageWithoutLayerAndSilentPeerGetsResetSocketNeverData) {
   Listener listener;
   Spawned client(
       UnderSanrun(Connect3(listener.port()) +

@@ -70,7 +70,7 @@ TEST(proto_stream, CreateRejectsBadParameters) {
 
 TEST(proto_stream, EndpointAttrForSizesTheReceiveQueue) {
   StreamParams p;
-  EXPECT_EQ(p.receive_depth(), 32u + 2u + 1u);  // SOVIA's P = w + w/t + 1
+  EXPECT_EQ(p.receive_depth(), 32u + 2u + 1u + 1u);  // SOVIA's P = w + w/t + 1, + 1 for MOVE
   fabric::EndpointAttr a = Stream::EndpointAttrFor(p);
   EXPECT_EQ(a.recv_depth, p.receive_depth());
   EXPECT_GE(a.buffer_bytes, size_t{p.receive_depth()} * p.mtu);
@@ -250,7 +250,7 @@ TEST(proto_stream, SequenceNumbersWrap) {
 
 // Random schedules over small, asymmetric windows and thresholds: sends and reads of random sizes,
 // flushes, peeks, one side frozen for stretches (so ACKs and data pile up unreaped in its queue),
-// half-closes. P = w + w/t + 1 receives must always suffice (the provider breaks the connection
+// half-closes. The w/t + 1 receives reserved for ACKs and the FIN must always suffice (the provider breaks the connection
 // on a send that finds none), and each direction's bytes must arrive whole, in order, then EOF.
 // ---- MSG_PEEK and FIONREAD ---------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // libFuzzer target for the wire decoders (proto/wire.h): the immediate, the WAKEUP, ADVERT and PUT
-// bodies and the connect request. Any input must be either rejected or accepted as something that re-encodes to
-// exactly the same bytes; a crash, sanitizer report or trap is a finding.
+// bodies, the move header and the connect request. Any input must be either rejected or accepted as
+// something that re-encodes to exactly the same bytes; a crash, sanitizer report or trap is a
+// finding.
 //
 // Built only by compilers that support -fsanitize=fuzzer (clang); not a ctest. Run, e.g.:
 //   CC=clang CXX=clang++ cmake -B build/fuzz -DSAN_SANITIZE=address && \
@@ -55,6 +56,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(size == PutBody::kSize && memcmp(out, data, size) == 0);
   } else {
     Require(p.status().code() == EPROTO);
+  }
+  Result<MoveHeader> mh = DecodeMoveHeader(reinterpret_cast<const std::byte*>(data), size);
+  if (mh.ok()) {
+    std::byte out[MoveHeader::kSize];
+    EncodeMoveHeader(mh.value(), out);
+    Require(size == MoveHeader::kSize && memcmp(out, data, size) == 0);
+  } else {
+    Require(mh.status().code() == EPROTO);
   }
   // The connect request: byte 0 is the claimed length, the rest the bytes.
   if (size >= 1) {

@@ -1,0 +1,132 @@
+#include "socket/tcp_move.h"
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "proto/wire.h"
+#include "socket/kernel.h"
+#include "socket/runtime.h"
+
+namespace san {
+namespace {
+
+constexpr int kRelayFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
+
+// The socket is a plain TCP one from now on (the stream stays, for threads that read the mode
+// before the change; Release disposes of it).
+void TurnTcp(SanSocket& s, const char* why) {
+  if (s.turned_tcp.exchange(true)) return;
+  s.fallback_reason = why;  // read only once mode says kTcp
+  s.mode.store(SocketMode::kTcp, std::memory_order_release);
+  SAN_LOG_INFO("fd %d: the connection continues over kernel TCP: %s", s.fd.load(), why);
+}
+
+// Writes all of `data` to the kernel socket by the deadline (nonblocking, then waiting POLLOUT).
+Status WriteAll(int fd, const std::byte* data, size_t size, uint64_t deadline_ns) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = kernel::send(fd, data + done, size - done, kRelayFlags);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Status::FromErrno("move: write to the kernel socket");
+    }
+    const uint64_t now = NowNs();
+    if (now >= deadline_ns) return Status(ETIMEDOUT, "move: the kernel socket took too long");
+    pollfd p{fd, POLLOUT, 0};
+    kernel::poll(&p, 1, static_cast<int>(std::max<uint64_t>(1, (deadline_ns - now) / 1000000)));
+  }
+  return Status::Ok();
+}
+
+// Waits for the peer's MOVED: spins a little (a peer in a data call answers within
+// microseconds), then sleeps on the doorbell in short naps.
+Status AwaitMoved(proto::Stream& stream, uint64_t deadline_ns) {
+  const uint64_t spin_until = NowNs() + 50000;
+  for (;;) {
+    Result<bool> acked = stream.MoveAcknowledged();
+    if (!acked.ok()) return acked.status();
+    if (acked.value()) return Status::Ok();
+    const uint64_t now = NowNs();
+    if (now >= deadline_ns) return Status(ETIMEDOUT, "move: the peer did not answer");
+    if (now < spin_until) continue;
+    if (stream.endpoint().Arm()) {
+      pollfd p{stream.endpoint().notify_fd(), POLLIN, 0};
+      if (kernel::poll(&p, 1, 1) > 0) stream.endpoint().ClearNotify();
+    }
+  }
+}
+
+}  // namespace
+
+ssize_t KernelRelayIo::Peek(void* buf, size_t n) {
+  return kernel::recv(fd_, buf, n, MSG_PEEK | MSG_DONTWAIT);
+}
+ssize_t KernelRelayIo::Consume(void* buf, size_t n) {
+  return kernel::recv(fd_, buf, n, MSG_DONTWAIT);
+}
+ssize_t KernelRelayIo::Write(const void* buf, size_t n) {
+  return kernel::send(fd_, buf, n, kRelayFlags);
+}
+int KernelRelayIo::ShutdownWrite() { return kernel::shutdown(fd_, SHUT_WR); }
+
+Status StartMoveToTcp(SanSocket& s, uint64_t deadline_ns) {
+  for (;;) {  // MOVE needs a free receive at the peer: ACKs may hold them all for a moment
+    Status st = s.stream->BeginMove();
+    if (!st.would_block() || NowNs() >= deadline_ns) return st;
+    kernel::poll(nullptr, 0, 1);
+  }
+}
+
+Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns) {
+  proto::Stream& stream = *s.stream;
+  Status st = AwaitMoved(stream, deadline_ns);
+  if (st.ok()) {
+    const proto::TcpHandover handover = stream.TakeForTcp();
+    proto::MoveHeader header;
+    header.returned = handover.returned.size();
+    std::byte bytes[proto::MoveHeader::kSize];
+    proto::EncodeMoveHeader(header, bytes);
+    const int fd = s.fd.load();
+    st = WriteAll(fd, bytes, sizeof bytes, deadline_ns);
+    if (st.ok()) st = WriteAll(fd, handover.returned.data(), handover.returned.size(), deadline_ns);
+    if (st.ok()) st = WriteAll(fd, handover.unsent.data(), handover.unsent.size(), deadline_ns);
+    if (st.ok() && handover.fin) kernel::shutdown(fd, SHUT_WR);
+  }
+  if (!st.ok()) {
+    stream.Fail(ECONNRESET);
+    return st;
+  }
+  Runtime& rt = Runtime::Get();
+  rt.closer().Forget(&stream);
+  rt.CountFinished(stream);
+  if (s.read_shut.load()) kernel::shutdown(s.fd.load(), SHUT_RD);
+  TurnTcp(s, "moved to kernel TCP for an exec into a program without sanlib");
+  s.stream.reset();  // no other thread uses the socket (ExecHandoff checked)
+  return Status::Ok();
+}
+
+Status MoveToTcp(SanSocket& s, uint64_t deadline_ns) {
+  Status st = StartMoveToTcp(s, deadline_ns);
+  return st.ok() ? FinishMoveToTcp(s, deadline_ns) : st;
+}
+
+Status AdvanceMoved(SanSocket& s) {
+  KernelRelayIo io(s.fd.load());
+  Result<bool> done = s.stream->Relay(io);
+  if (!done.ok()) return done.status();
+  if (s.stream->Available() == 0) {
+    TurnTcp(s,
+            "the peer moved the connection to kernel TCP (an exec into a program without sanlib)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace san

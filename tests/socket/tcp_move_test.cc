@@ -1,0 +1,294 @@
+// Moving a SAN connection to its kernel TCP socket (socket/tcp_move.h, proto/stream.h "Moving to
+// TCP"), the way an exec into a program without sanlib does it, here without the exec: one end
+// (the mover) calls MoveToTcp and from then on uses the kernel socket with plain libc calls, as the
+// new image would; the other end keeps using sanlib. What each side had sent but the other had not
+// read, in either direction, must arrive exactly once and in order (the pattern stream checks each
+// position), the close must be TCP's, and the mover's peer must end up in kernel TCP mode saying
+// why. A peer that never answers, or a mover that gives up, ends in an error -- never in bytes
+// lost silently.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "robust_util.h"
+#include "socket/runtime.h"
+#include "socket/tcp_move.h"
+
+namespace san::testing {
+namespace {
+
+struct Pair {
+  int listener = -1;
+  int mover = -1;  // the accepted end
+  int peer = -1;   // the connecting end (stays on sanlib)
+  ~Pair() {
+    for (int fd : {listener, mover, peer}) {
+      if (fd >= 0) san_close(fd);
+    }
+  }
+};
+
+void Open(Pair* p) {
+  uint16_t port = 0;
+  p->listener = SanListener(&port);
+  ASSERT_GE(p->listener, 0);
+  p->peer = SanConnect(port);
+  ASSERT_GE(p->peer, 0);
+  p->mover = san_accept(p->listener, nullptr, nullptr);
+  ASSERT_GE(p->mover, 0);
+  ASSERT_TRUE(IsShm(p->peer));
+  ASSERT_TRUE(IsShm(p->mover));
+}
+
+Status Move(int fd, int wait_ms = kMoveWaitMs) {
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  if (!s) return Status(EBADF, "not a SAN socket");
+  return MoveToTcp(*s, NowNs() + uint64_t(wait_ms) * 1000000);
+}
+
+std::string ModeOf(int fd, std::string* reason) {
+  san_info info{};
+  if (san_getinfo(fd, &info) != 0) return "error";
+  *reason = info.fallback;
+  return info.mode == SAN_MODE_TCP ? "tcp" : info.mode == SAN_MODE_SHM ? "shm" : "other";
+}
+
+// Plain libc calls on the kernel socket, as a program without sanlib makes them.
+size_t KernelSendPattern(int fd, uint64_t pos, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    const size_t n = std::min({size_t{65536}, len - done, Pattern::kPeriod});
+    const ssize_t r = ::send(fd, Pattern::Get().View(pos + done), n, MSG_NOSIGNAL);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return done;
+    }
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
+ReadResult KernelReadPattern(int fd, uint64_t pos, uint64_t limit = ~0ull) {
+  ReadResult r;
+  std::vector<uint8_t> buf(65536);
+  while (r.bytes < limit) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), limit - r.bytes));
+    const ssize_t n = ::recv(fd, buf.data(), want, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      r.end = n < 0 ? errno : 0;
+      return r;
+    }
+    if (!Pattern::Get().Check(pos + r.bytes, buf.data(), static_cast<size_t>(n))) {
+      r.corrupt = true;
+      return r;
+    }
+    r.bytes += static_cast<uint64_t>(n);
+  }
+  r.end = -1;
+  return r;
+}
+
+// Sends pattern bytes from `pos` in `piece`-byte nonblocking writes until the window is full;
+// returns how many went.
+uint64_t FillWindow(int fd, uint64_t pos, size_t piece) {
+  uint64_t sent = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    const ssize_t n = san_send(fd, Pattern::Get().View(pos + sent), piece, MSG_DONTWAIT);
+    if (n <= 0) break;
+    sent += static_cast<uint64_t>(n);
+  }
+  return sent;
+}
+
+// The peer is in a blocking read when the move comes: what the mover had not read comes back to
+// it over TCP, what the peer had not read arrives first, and the conversation goes on both ways.
+TEST(SocketTcpMove, UnreadBytesBothWaysThenAConversationOverTcp) {
+  Watchdog dog(60);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(Open(&p));
+  constexpr uint64_t kPeerFirst = 300000, kMoverFirst = 200000, kMoverThen = 150000,
+                     kPeerThen = 400000;
+  // Neither reads yet: the peer's bytes sit in the mover's queue, the mover's in the peer's.
+  ASSERT_EQ(SendPattern(p.peer, 0, kPeerFirst), kPeerFirst);
+  ASSERT_EQ(SendPattern(p.mover, 0, kMoverFirst), kMoverFirst);
+
+  std::atomic<bool> peer_ok{false};
+  std::string peer_failure;
+  std::thread peer([&] {
+    ReadResult first = ReadPattern(p.peer, 0, kMoverFirst + kMoverThen);
+    if (first.corrupt || first.bytes != kMoverFirst + kMoverThen) {
+      peer_failure = "peer read " + std::to_string(first.bytes) + " bytes, corrupt " +
+                     std::to_string(first.corrupt) + ", end " + std::to_string(first.end);
+      return;
+    }
+    if (SendPattern(p.peer, kPeerFirst, kPeerThen) != kPeerThen) {
+      peer_failure = std::string("peer send: ") + strerror(errno);
+      return;
+    }
+    if (san_shutdown(p.peer, SHUT_WR) != 0) {
+      peer_failure = "peer shutdown";
+      return;
+    }
+    ReadResult rest = ReadPattern(p.peer, kMoverFirst + kMoverThen);
+    if (rest.bytes != 0 || rest.end != 0) {
+      peer_failure = "peer expected EOF, got " + std::to_string(rest.bytes) + " bytes, end " +
+                     std::to_string(rest.end);
+      return;
+    }
+    peer_ok = true;
+  });
+
+  Status st = Move(p.mover);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  std::string reason;
+  EXPECT_EQ(ModeOf(p.mover, &reason), "tcp");
+  EXPECT_NE(reason.find("moved"), std::string::npos) << reason;
+  // The kernel socket, read plainly: the peer's bytes the mover had not read, then its new ones.
+  ReadResult got = KernelReadPattern(p.mover, 0, kPeerFirst);
+  EXPECT_FALSE(got.corrupt);
+  EXPECT_EQ(got.bytes, kPeerFirst) << "end " << got.end;
+  EXPECT_EQ(KernelSendPattern(p.mover, kMoverFirst, kMoverThen), kMoverThen);
+  got = KernelReadPattern(p.mover, kPeerFirst);
+  EXPECT_FALSE(got.corrupt);
+  EXPECT_EQ(got.bytes, kPeerThen);
+  EXPECT_EQ(got.end, 0);  // the peer's shutdown(SHUT_WR) is a TCP FIN
+  ::shutdown(p.mover, SHUT_WR);
+  peer.join();
+  EXPECT_TRUE(peer_ok) << peer_failure;
+  EXPECT_EQ(ModeOf(p.peer, &reason), "tcp");
+  EXPECT_NE(reason.find("peer moved"), std::string::npos) << reason;
+}
+
+// Both windows full and bytes combined but never posted on both sides when the move comes, the
+// peer asleep in poll(POLLOUT): every byte either side accepted arrives once, in order.
+TEST(SocketTcpMove, FullWindowsAndCombinedBytesOnBothSides) {
+  Watchdog dog(60);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(Open(&p));
+  const uint64_t peer_sent = FillWindow(p.peer, 0, 700);
+  const uint64_t mover_sent = FillWindow(p.mover, 0, 900);
+  ASSERT_GT(peer_sent, 0u);
+  ASSERT_GT(mover_sent, 0u);
+
+  std::atomic<int> poll_rc{-2};
+  ReadResult peer_read;
+  std::thread peer([&] {
+    pollfd pfd{p.peer, POLLOUT, 0};
+    poll_rc = san_poll(&pfd, 1, 10000);  // woken by the move: the kernel socket is writable
+    peer_read = ReadPattern(p.peer, 0, mover_sent);
+  });
+  Status st = Move(p.mover);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ReadResult got = KernelReadPattern(p.mover, 0, peer_sent);
+  peer.join();
+  EXPECT_EQ(poll_rc, 1);
+  EXPECT_FALSE(got.corrupt);
+  EXPECT_EQ(got.bytes, peer_sent);
+  EXPECT_FALSE(peer_read.corrupt);
+  EXPECT_EQ(peer_read.bytes, mover_sent);
+  // And the connection goes on: a round trip each way, then the mover's close is an EOF.
+  ASSERT_EQ(san_send(p.peer, "ping", 4, 0), 4);
+  char buf[8] = {};
+  ASSERT_EQ(::recv(p.mover, buf, sizeof buf, 0), 4);
+  EXPECT_EQ(std::string(buf, 4), "ping");
+  ASSERT_EQ(::send(p.mover, "pong", 4, 0), 4);
+  ASSERT_EQ(san_recv(p.peer, buf, sizeof buf, 0), 4);
+  EXPECT_EQ(std::string(buf, 4), "pong");
+  san_close(p.mover);  // kernel TCP now: this is close(2) and nothing else
+  p.mover = -1;
+  EXPECT_EQ(san_recv(p.peer, buf, sizeof buf, 0), 0);
+}
+
+// A mover that had shut down writing, and whose peer had too: EOF stays EOF on both sides after the
+// move, and the peer's unread bytes still come back.
+TEST(SocketTcpMove, HalfClosedConnectionsStayHalfClosed) {
+  Watchdog dog(60);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(Open(&p));
+  ASSERT_EQ(SendPattern(p.peer, 0, 5000), 5000u);
+  ASSERT_EQ(san_shutdown(p.peer, SHUT_WR), 0);
+  ASSERT_EQ(SendPattern(p.mover, 0, 3000), 3000u);
+  ASSERT_EQ(san_shutdown(p.mover, SHUT_WR), 0);
+  // The peer reads to EOF and closes: its close is what runs the relay (the close thread's).
+  ReadResult peer_read;
+  std::thread peer([&] {
+    peer_read = ReadPattern(p.peer, 0);
+    san_close(p.peer);
+  });
+  Status st = Move(p.mover);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ReadResult got = KernelReadPattern(p.mover, 0);
+  peer.join();
+  EXPECT_EQ(got.bytes, 5000u);
+  EXPECT_EQ(got.end, 0);
+  EXPECT_FALSE(got.corrupt);
+  EXPECT_EQ(peer_read.bytes, 3000u);
+  EXPECT_EQ(peer_read.end, 0);
+  EXPECT_FALSE(peer_read.corrupt);
+  p.peer = -1;
+  // Writing after our own shutdown fails as TCP's does.
+  EXPECT_EQ(::send(p.mover, "x", 1, MSG_NOSIGNAL), -1);
+  EXPECT_EQ(errno, EPIPE);
+}
+
+// The peer takes no call on the socket within the wait: the move fails (the caller resets the
+// connection), and when the mover's kernel socket goes (as at its exec) the peer reads what it
+// had, then ECONNRESET -- not a stream that silently skips bytes.
+TEST(SocketTcpMove, SilentPeerMoveFailsAndThePeerSeesAReset) {
+  Watchdog dog(60);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(Open(&p));
+  ASSERT_EQ(SendPattern(p.mover, 0, 1000), 1000u);
+  ASSERT_EQ(SendPattern(p.peer, 0, 2000), 2000u);  // unread by the mover: it cannot come back
+  Status st = Move(p.mover, 200);
+  EXPECT_EQ(st.code(), ETIMEDOUT) << st.ToString();
+  std::string reason;
+  EXPECT_EQ(ModeOf(p.mover, &reason), "shm");  // not moved: the caller's to reset
+  san_close(p.mover);  // as the exec closes the real socket (the new image got a reset one)
+  p.mover = -1;
+  ReadResult r = ReadPattern(p.peer, 0);
+  EXPECT_EQ(r.bytes, 1000u);
+  EXPECT_FALSE(r.corrupt);
+  EXPECT_EQ(r.end, ECONNRESET);
+}
+
+// A header that is not ours where the relay expects one (a peer that moved and then wrote
+// garbage, or a stranger's bytes): the peer's connection resets, nothing is delivered as data.
+TEST(SocketTcpMove, BadHeaderResetsThePeer) {
+  Watchdog dog(60);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(Open(&p));
+  SanSocket* s = Runtime::Get().table().Find(p.mover);
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->stream->BeginMove().ok());
+  std::atomic<bool> acked{false};
+  std::thread peer([&] {
+    char buf[16];
+    const ssize_t n = san_recv(p.peer, buf, sizeof buf, 0);
+    EXPECT_EQ(n, -1);
+    EXPECT_EQ(errno, ECONNRESET);
+  });
+  for (int i = 0; i < 2000 && !acked; ++i) {
+    Result<bool> a = s->stream->MoveAcknowledged();
+    ASSERT_TRUE(a.ok());
+    acked = a.value();
+    if (!acked) SleepMs(1);
+  }
+  ASSERT_TRUE(acked);
+  const char garbage[] = "GET / HTTP/1.0\r\n";
+  ASSERT_EQ(::send(p.mover, garbage, 16, 0), 16);
+  peer.join();
+}
+
+}  // namespace
+}  // namespace san::testing
