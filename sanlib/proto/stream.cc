@@ -136,6 +136,7 @@ struct StreamShared {
   std::atomic<bool> moved{false};  // any of the below: Stream::Moved() without the lock
   bool move_sent = false;          // mover: MOVE posted
   bool move_acked = false;         // mover: the peer's MOVED arrived
+  bool handed_over = false;        // mover: TakeForTcp ran (the kernel socket carries it all)
   bool peer_moved = false;         // peer: MOVE arrived
   bool moved_owed = false;         // peer: MOVED still to post
   uint8_t relay_phase = kRelayHeader;
@@ -1013,6 +1014,7 @@ TcpHandover Stream::TakeForTcp() {
     sh.fill_slot = -1;
   }
   h.fin = sh.close.fin_sent();
+  sh.handed_over = true;
   return h;
 }
 
@@ -1020,6 +1022,7 @@ Result<bool> Stream::Relay(RelayIo& io) {
   Locked l(*this);
   StreamShared& sh = l.sh();
   l.Progress();  // our MOVED first: the mover writes nothing on the kernel socket before it
+  if (sh.handed_over) return true;  // we moved: there is nothing to relay
   if (!sh.peer_moved) return Status(EINVAL, "relay: the peer did not move");
   if (sh.error) return l.Error();
   if (sh.moved_owed) return Status(EAGAIN, "relay: MOVED not posted yet");

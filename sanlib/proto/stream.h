@@ -212,7 +212,8 @@ class Stream {
   // Mover, once acknowledged: what the kernel socket must carry. The stream is spent afterwards.
   TcpHandover TakeForTcp();
   // Peer of a mover (whichever thread or process gets there; state is shared): sends MOVED if it
-  // is owed, then advances the relay as far as the kernel socket allows. True when the relay is
+  // is owed, then advances the relay as far as the kernel socket allows (for the mover, once
+  // TakeForTcp ran, there is nothing to relay: true). True when the relay is
   // complete (later data goes straight to the kernel socket; a later ShutdownWrite is applied to
   // it here too). EAGAIN while waiting for the kernel socket; ECONNRESET on a bad header, a
   // returned length beyond what we can have sent, or EOF before the relay ended.

@@ -19,15 +19,22 @@
 //               as the prefork handover does) into a sealed memfd named by SAN_INHERIT=<fd> in the
 //               new image's environment (exec_image.h), and the new image's layer imports it
 //               under the same fd numbers at start-up (AdoptInherited) -- same stream, same shm.
-//   placeholder otherwise: each inherited number is swapped, for the exec only, for a TCP socket
-//               whose connection was reset: the new image reads ECONNRESET (then EOF) and writes
-//               get EPIPE -- never a silent TCP connection nobody reads. The connection itself is
-//               left to whoever else holds it; if nobody does, it ends when our image goes (the
-//               peer sees ECONNRESET: the existing protocol has no way to carry on over TCP).
+//   to TCP      the new image does not run the layer, and the connection is ours alone: it moves
+//               to its kernel socket on both ends (tcp_move.h): MOVE is posted on every such
+//               connection first, then the peers' MOVED are awaited together (kMoveWaitMs), and
+//               the new image finds a plain TCP connection at the agreed offsets.
+//   placeholder otherwise (another holder, another thread asleep on it, vfork, a peer that did not
+//               answer the move, both ends ours): each inherited number is swapped, for the exec
+//               only, for a TCP socket whose connection was reset: the new image reads ECONNRESET
+//               (then EOF) and writes get EPIPE -- never a silent TCP connection nobody reads. The
+//               connection itself is left to whoever else holds it; if nobody does, it ends when
+//               our image goes (the peer sees ECONNRESET).
 //   closes      all of a connection's numbers are close-on-exec and we are its only holder: if
 //               the new image runs the layer the stream moves anyway, flagged "close on arrival",
 //               and the new image closes it at start-up (FIN: the peer reads EOF, as when a
-//               kernel socket's last fd goes). Otherwise it ends as above.
+//               kernel socket's last fd goes); into an image without the layer it moves to TCP,
+//               and the exec's close of the kernel socket is TCP's close. Otherwise it ends as
+//               above.
 //
 // A failed exec calls Abandon(), which puts every fd and timer back: the caller's sockets
 // carry on as if exec had not been called. Export does not disturb the stream (it copies), so

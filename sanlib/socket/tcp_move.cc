@@ -104,12 +104,11 @@ Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns) {
     stream.Fail(ECONNRESET);
     return st;
   }
-  Runtime& rt = Runtime::Get();
-  rt.closer().Forget(&stream);
-  rt.CountFinished(stream);
+  Runtime::Get().closer().Forget(&stream);
   if (s.read_shut.load()) kernel::shutdown(s.fd.load(), SHUT_RD);
+  // The stream stays with the socket (spent) until it is closed, as on the peer's side: a failed
+  // exec may find the socket in an epoll set, whose look at it goes through the stream.
   TurnTcp(s, "moved to kernel TCP for an exec into a program without sanlib");
-  s.stream.reset();  // no other thread uses the socket (ExecHandoff checked)
   return Status::Ok();
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -170,7 +171,8 @@ TEST(SocketTcpMove, UnreadBytesBothWaysThenAConversationOverTcp) {
 }
 
 // Both windows full and bytes combined but never posted on both sides when the move comes, the
-// peer asleep in poll(POLLOUT): every byte either side accepted arrives once, in order.
+// peer in poll(POLLOUT) and then reading: every byte either side accepted arrives once, in order,
+// and the connection goes on (a round trip each way, then the mover's close is the peer's EOF).
 TEST(SocketTcpMove, FullWindowsAndCombinedBytesOnBothSides) {
   Watchdog dog(60);
   Pair p;
@@ -182,28 +184,30 @@ TEST(SocketTcpMove, FullWindowsAndCombinedBytesOnBothSides) {
 
   std::atomic<int> poll_rc{-2};
   ReadResult peer_read;
+  std::string ping;
   std::thread peer([&] {
     pollfd pfd{p.peer, POLLOUT, 0};
-    poll_rc = san_poll(&pfd, 1, 10000);  // woken by the move: the kernel socket is writable
+    poll_rc = san_poll(&pfd, 1, 10000);
     peer_read = ReadPattern(p.peer, 0, mover_sent);
+    // Waiting for the mover's next bytes is what runs the relay if nothing else did yet.
+    char buf[8] = {};
+    if (san_recv(p.peer, buf, 4, MSG_WAITALL) == 4) ping.assign(buf, 4);
+    san_send(p.peer, "pong", 4, 0);
   });
   Status st = Move(p.mover);
   ASSERT_TRUE(st.ok()) << st.ToString();
   ReadResult got = KernelReadPattern(p.mover, 0, peer_sent);
-  peer.join();
-  EXPECT_EQ(poll_rc, 1);
   EXPECT_FALSE(got.corrupt);
   EXPECT_EQ(got.bytes, peer_sent);
+  ASSERT_EQ(::send(p.mover, "ping", 4, 0), 4);
+  char buf[8] = {};
+  EXPECT_EQ(::recv(p.mover, buf, 4, MSG_WAITALL), 4);
+  EXPECT_EQ(std::string(buf, 4), "pong");
+  peer.join();
+  EXPECT_EQ(poll_rc, 1);
   EXPECT_FALSE(peer_read.corrupt);
   EXPECT_EQ(peer_read.bytes, mover_sent);
-  // And the connection goes on: a round trip each way, then the mover's close is an EOF.
-  ASSERT_EQ(san_send(p.peer, "ping", 4, 0), 4);
-  char buf[8] = {};
-  ASSERT_EQ(::recv(p.mover, buf, sizeof buf, 0), 4);
-  EXPECT_EQ(std::string(buf, 4), "ping");
-  ASSERT_EQ(::send(p.mover, "pong", 4, 0), 4);
-  ASSERT_EQ(san_recv(p.peer, buf, sizeof buf, 0), 4);
-  EXPECT_EQ(std::string(buf, 4), "pong");
+  EXPECT_EQ(ping, "ping");
   san_close(p.mover);  // kernel TCP now: this is close(2) and nothing else
   p.mover = -1;
   EXPECT_EQ(san_recv(p.peer, buf, sizeof buf, 0), 0);
@@ -219,13 +223,21 @@ TEST(SocketTcpMove, HalfClosedConnectionsStayHalfClosed) {
   ASSERT_EQ(san_shutdown(p.peer, SHUT_WR), 0);
   ASSERT_EQ(SendPattern(p.mover, 0, 3000), 3000u);
   ASSERT_EQ(san_shutdown(p.mover, SHUT_WR), 0);
-  // The peer reads to EOF and closes: its close is what runs the relay (the close thread's).
+  // The peer reads to EOF, keeps reading EOF (each read answers a MOVE that came meanwhile) until
+  // the move is done, then closes: its close is what runs the relay (the close thread's).
   ReadResult peer_read;
+  std::atomic<bool> moved{false};
   std::thread peer([&] {
     peer_read = ReadPattern(p.peer, 0);
+    char byte;
+    for (int i = 0; i < 20000 && !moved; ++i) {
+      san_recv(p.peer, &byte, 1, 0);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
     san_close(p.peer);
   });
   Status st = Move(p.mover);
+  moved = true;
   ASSERT_TRUE(st.ok()) << st.ToString();
   ReadResult got = KernelReadPattern(p.mover, 0);
   peer.join();
