@@ -517,6 +517,7 @@ class Stream::Locked {
         }
         sh_.peer_moved = true;
         sh_.moved_owed = true;
+        sh_.relay_waits.store(POLLIN, std::memory_order_relaxed);  // for the header
         sh_.adv_valid = false;
         sh_.moved.store(true, std::memory_order_release);
         return Repost(buffer);

@@ -220,8 +220,8 @@ class Stream {
   Result<bool> Relay(RelayIo& io);
   // MOVE went either way (one atomic load).
   bool Moved() const;
-  // The kernel socket event (POLLIN/POLLOUT) the relay last waited for; 0 once it is done or
-  // before it started (then the header is awaited: POLLIN).
+  // Peer of a mover: the kernel socket event (POLLIN/POLLOUT) the relay waits for; 0 once it is
+  // done (and for a stream that is not relaying).
   short RelayWaitsFor() const;
 
   void SetNoDelay(bool nodelay);

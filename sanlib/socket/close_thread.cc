@@ -60,9 +60,19 @@ void CloseThread::ArmTimer(proto::Stream* stream) {
   cv_.notify_all();
 }
 
+void CloseThread::WatchRelay(proto::Stream* stream, UniqueFd kernel_fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureThreadLocked();
+  relaying_.push_back(Relaying{stream, std::move(kernel_fd)});
+  cv_.notify_one();
+}
+
 void CloseThread::Forget(proto::Stream* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   timed_.erase(std::remove(timed_.begin(), timed_.end(), stream), timed_.end());
+  relaying_.erase(std::remove_if(relaying_.begin(), relaying_.end(),
+                                 [&](const Relaying& r) { return r.stream == stream; }),
+                  relaying_.end());
 }
 
 size_t CloseThread::closing_count() {
@@ -80,6 +90,7 @@ void CloseThread::AfterForkChild() {
   }
   closing_.clear();
   timed_.clear();
+  relaying_.clear();  // the parent's thread drives them (the state is shared)
   // The parent's thread was (almost always) waiting on cv_: the child's copy still counts that
   // waiter, and the next notify would wait forever for it. Start the child with a fresh one (not
   // destroyed first: destroying a condvar with waiters blocks as well).
@@ -140,7 +151,7 @@ void* CloseThread::Main(void* self) {
 void CloseThread::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    if (closing_.empty() && timed_.empty()) {
+    if (closing_.empty() && timed_.empty() && relaying_.empty()) {
       cv_.wait(lock);
       continue;
     }
@@ -156,6 +167,15 @@ void CloseThread::Run() {
         ++it;
       } else {
         it = timed_.erase(it);
+      }
+    }
+    for (auto it = relaying_.begin(); it != relaying_.end();) {
+      KernelRelayIo io(it->kernel_fd.get());
+      Result<bool> relayed = it->stream->Relay(io);
+      if (relayed.ok() || !relayed.status().would_block()) {
+        it = relaying_.erase(it);
+      } else {
+        ++it;
       }
     }
     for (auto it = closing_.begin(); it != closing_.end();) {

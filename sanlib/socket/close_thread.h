@@ -9,8 +9,12 @@
 // out -- close() itself never waits.
 //
 // The timer: Send() that leaves bytes in a combine buffer registers the stream here; the thread
-// flushes it once SAN_COMBINE_US passes with nothing else having flushed it. The thread sleeps
-// when it has neither job (no periodic wake-ups on an idle process).
+// flushes it once SAN_COMBINE_US passes with nothing else having flushed it.
+//
+// The relay: an open connection whose peer moved it to kernel TCP (tcp_move.h) owes the peer its
+// returned bytes; the thread drives that relay too, so it completes while the application does
+// not touch the socket. The thread sleeps when it has none of these jobs (no periodic wake-ups on
+// an idle process).
 //
 // Thread-safety: all public methods are thread-safe. Forget() must be called before a registered
 // open stream is destroyed or handed over with Adopt().
@@ -35,7 +39,10 @@ class CloseThread {
   void Adopt(std::unique_ptr<proto::Stream> stream, UniqueFd kernel_fd, uint32_t linger_ms);
   // The stream has bytes waiting in its combine buffer: flush them if nothing else does in time.
   void ArmTimer(proto::Stream* stream);
-  // The open stream is going away: stop timing it.
+  // The open stream's peer moved the connection to TCP and its relay waits for the kernel socket
+  // (`kernel_fd`, a private duplicate): drive it until it is done.
+  void WatchRelay(proto::Stream* stream, UniqueFd kernel_fd);
+  // The open stream is going away: stop timing it and driving its relay.
   void Forget(proto::Stream* stream);
   // Waits (bounded by each connection's linger) until every adopted connection has at least
   // posted its FIN; used at exit so no data is left unsent. Returns how many were abandoned.
@@ -52,6 +59,10 @@ class CloseThread {
     UniqueFd kernel_fd;
     uint64_t deadline_ns;
   };
+  struct Relaying {
+    proto::Stream* stream;
+    UniqueFd kernel_fd;
+  };
   static void* Main(void* self);
   void Run();
   // One pass over the closing connections; returns true for each that may be released.
@@ -62,6 +73,7 @@ class CloseThread {
   std::condition_variable cv_;
   std::vector<Closing> closing_;
   std::vector<proto::Stream*> timed_;
+  std::vector<Relaying> relaying_;
   pthread_t thread_{};
   bool running_ = false;
   bool stopping_ = false;

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "common/clock.h"
+#include "common/fd_placement.h"
 #include "common/log.h"
 #include "proto/wire.h"
 #include "socket/kernel.h"
@@ -120,7 +121,15 @@ Status MoveToTcp(SanSocket& s, uint64_t deadline_ns) {
 Status AdvanceMoved(SanSocket& s) {
   KernelRelayIo io(s.fd.load());
   Result<bool> done = s.stream->Relay(io);
-  if (!done.ok()) return done.status();
+  if (!done.ok()) {
+    // Waiting on the kernel socket: the close thread drives the relay from now on as well, so the
+    // peer gets its bytes back even if this program does not touch the socket for a while.
+    if (done.status().would_block() && !s.relay_watched.exchange(true)) {
+      UniqueFd copy(DupHigh(s.fd.load()));
+      if (copy.valid()) Runtime::Get().closer().WatchRelay(s.stream.get(), std::move(copy));
+    }
+    return done.status();
+  }
   if (s.stream->Available() == 0) {
     TurnTcp(s,
             "the peer moved the connection to kernel TCP (an exec into a program without sanlib)");

@@ -11,6 +11,12 @@
 #include "socket/socket_ops.h"
 
 namespace san {
+namespace {
+
+// How long a sleeper on a connection whose relay is in progress naps before it looks again.
+constexpr int kRelayNapMs = 5;
+
+}  // namespace
 
 int ThisThreadWakeFd() {
   struct Holder {
@@ -111,6 +117,11 @@ int SleepTimeout(const std::vector<SleepWatch>& watches, int timeout_ms) {
   for (const SleepWatch& w : watches) {
     // No wake-up slot: nobody can wake us for the other threads' progress; look again soon.
     if (w.slot < 0) return timeout_ms < 0 || timeout_ms > 1 ? 1 : timeout_ms;
+    // A relay in progress (tcp_move.h) may be finished by another thread or the close thread,
+    // which no event we watch reports: look again soon.
+    if (w.moved && w.socket->stream->RelayWaitsFor() != 0) {
+      return timeout_ms < 0 || timeout_ms > kRelayNapMs ? kRelayNapMs : timeout_ms;
+    }
   }
   return timeout_ms;
 }

@@ -213,6 +213,38 @@ TEST(SocketTcpMove, FullWindowsAndCombinedBytesOnBothSides) {
   EXPECT_EQ(san_recv(p.peer, buf, sizeof buf, 0), 0);
 }
 
+// The peer answers the move (a zero-timeout poll) and then does not touch the socket: the close
+// thread finishes the relay, so the new image gets its unread bytes while the peer's program is
+// busy elsewhere.
+TEST(SocketTcpMove, RelayCompletesWhileThePeerIsIdle) {
+  Watchdog dog(60);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(Open(&p));
+  const uint64_t peer_sent = FillWindow(p.peer, 0, 32768);
+  ASSERT_GT(peer_sent, 100000u);
+  SanSocket* peer_socket = Runtime::Get().table().Find(p.peer);
+  ASSERT_NE(peer_socket, nullptr);
+  std::atomic<bool> done{false};
+  std::thread peer([&] {
+    pollfd pfd{p.peer, POLLIN, 0};
+    for (int i = 0; i < 20000 && !peer_socket->stream->Moved(); ++i) {
+      san_poll(&pfd, 1, 0);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    san_poll(&pfd, 1, 0);  // answers the MOVE if the loop saw it before handling it
+    for (int i = 0; i < 1000 && !done; ++i) SleepMs(5);  // busy elsewhere
+  });
+  Status st = Move(p.mover);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  timeval tv{3, 0};  // well before the peer's program looks again
+  setsockopt(p.mover, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ReadResult got = KernelReadPattern(p.mover, 0, peer_sent);
+  done = true;
+  peer.join();
+  EXPECT_FALSE(got.corrupt);
+  EXPECT_EQ(got.bytes, peer_sent) << "end " << got.end;
+}
+
 // A mover that had shut down writing, and whose peer had too: EOF stays EOF on both sides after the
 // move, and the peer's unread bytes still come back.
 TEST(SocketTcpMove, HalfClosedConnectionsStayHalfClosed) {
