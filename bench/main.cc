@@ -5,7 +5,10 @@
 //
 // This process only coordinates: every figure comes from two fresh child processes (runner.h), so
 // nothing here ever calls into sanlib or a provider.
+#include <arpa/inet.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "options.h"
 #include "report.h"
 #include "runner.h"
+#include "transport.h"
 
 namespace san::bench {
 namespace {
@@ -124,11 +128,26 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "san-bench: %s\n", error.c_str());
     return 2;
   }
+  in_addr host;
+  inet_pton(AF_INET, o.host.c_str(), &host);  // checked by ParseOptions
+  SetBenchAddress(host);
   const Machine machine = DescribeMachine();
   const CpuPlacement cpus = PlaceOnTwoCpus(machine);
   ReportInfo info;
   info.kind = o.kind;
   info.header = Header(o, machine, cpus);
+  const char* provider = getenv("SAN_PROVIDER");
+  if (o.host != "127.0.0.1" || (provider && *provider)) {
+    const bool verbs = provider && std::string(provider) == "verbs";
+    std::string line = "connections on ";
+    line.append(o.host)
+        .append(", SAN_PROVIDER=")
+        .append(provider && *provider ? provider : "auto")
+        .append(" (sanlib must run on ")
+        .append(verbs ? "verbs" : "shm")
+        .append(")");
+    info.header.push_back(line);
+  }
   info.modes = o.modes;
   info.sizes = o.sizes;
 

@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +94,8 @@ options:
   --plot FILE.png     draw the curves with gnuplot (gnuplot-nox)
   --timeout S         a run that makes no progress for S seconds is killed and reported as
                       hung (default 60)
+  --host ADDR         the IPv4 address of this host the connections use (default 127.0.0.1);
+                      with SAN_PROVIDER=verbs and an RDMA port's address, sanlib runs over verbs
   -h, --help          this text
 
 Exit status: 0 when every point was measured and its data verified; 1 on a real error (data
@@ -133,9 +137,9 @@ bool ParseOptions(int argc, char** argv, Options* o, bool* help, std::string* er
       *help = true;
       return true;
     }
-    static const char* const kWithValue[] = {"--sizes",      "--iters", "--seconds",
-                                             "--transports", "--mode",  "--json",
-                                             "--csv",        "--plot",  "--timeout"};
+    static const char* const kWithValue[] = {"--sizes",   "--iters", "--seconds", "--transports",
+                                             "--mode",    "--json",  "--csv",     "--plot",
+                                             "--timeout", "--host"};
     bool known = false;
     for (const char* name : kWithValue) known = known || arg == name;
     if (!known) {
@@ -195,6 +199,13 @@ bool ParseOptions(int argc, char** argv, Options* o, bool* help, std::string* er
       o->csv_path = value;
     } else if (arg == "--plot") {
       o->plot_path = value;
+    } else if (arg == "--host") {
+      in_addr a;
+      if (inet_pton(AF_INET, value.c_str(), &a) != 1) {
+        *error = "bad --host '" + value + "' (an IPv4 address of this host)";
+        return false;
+      }
+      o->host = value;
     } else if (arg == "--timeout") {
       if (!ParsePositive(value, &o->stall_timeout_s)) {
         *error = "bad --timeout '" + value + "'";

@@ -19,6 +19,7 @@ struct Options {
   std::vector<Mode> modes;
   std::string json_path, csv_path, plot_path;
   double stall_timeout_s = 60;
+  std::string host = "127.0.0.1";  // --host: an IPv4 address of this host for the connections
 };
 
 std::vector<uint32_t> DefaultSizes(Kind kind);

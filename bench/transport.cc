@@ -1,6 +1,14 @@
 #include "transport.h"
 
 namespace san::bench {
+namespace {
+
+in_addr bench_address{htonl(INADDR_LOOPBACK)};
+
+}  // namespace
+
+void SetBenchAddress(in_addr address) { bench_address = address; }
+in_addr BenchAddress() { return bench_address; }
 
 // The one list of transports.
 std::unique_ptr<Transport> MakeTransport(std::string_view name, Mode mode) {

@@ -30,12 +30,18 @@
 
 namespace san::bench {
 
-// 127.0.0.1:port, where every benchmarked connection lives.
+// The address every benchmarked connection lives on: 127.0.0.1 unless `--host` named another
+// address of this host (e.g. an RDMA port's, for sanlib over verbs). Set once, in the
+// coordinator, before the benchmark processes are forked.
+void SetBenchAddress(in_addr address);
+in_addr BenchAddress();
+
+// BenchAddress():port (the name is from when it was always 127.0.0.1).
 inline sockaddr_in Loopback(uint16_t port) {
   sockaddr_in sin{};
   sin.sin_family = AF_INET;
   sin.sin_port = htons(port);
-  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sin.sin_addr = BenchAddress();
   return sin;
 }
 

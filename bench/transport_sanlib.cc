@@ -1,6 +1,7 @@
-// sanlib through its public C API (<san/san.h>): SOCK_SAN sockets on 127.0.0.1, which the library
-// carries over the shm provider. A connection that falls back to kernel TCP would be measuring the
-// wrong thing, so both ends check san_getinfo and treat a fallback as an error.
+// sanlib through its public C API (<san/san.h>): SOCK_SAN sockets on 127.0.0.1 (or --host), which
+// the library carries over the shm provider (or verbs, when SAN_PROVIDER=verbs forces it). A
+// connection that falls back to kernel TCP (or lands on the other provider) would be measuring the
+// wrong thing, so both ends check san_getinfo and treat that as an error.
 //
 // Never busy-polled from outside: in spin mode the runner sets SAN_SPIN_US large in this process
 // before the first san_* call, and the library's blocking calls spin; in block mode SAN_SPIN_US=0.
@@ -9,6 +10,8 @@
 #include <netinet/tcp.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "transport_socket.h"
 
@@ -23,13 +26,20 @@ Status SetNoDelay(int fd) {
   return Status::Ok();
 }
 
+// The mode a connection must have: verbs when SAN_PROVIDER=verbs forces it (with --host an RDMA
+// port's address), else shm (every connection here is to this host).
+int WantedMode() {
+  const char* provider = getenv("SAN_PROVIDER");
+  return provider != nullptr && strcmp(provider, "verbs") == 0 ? SAN_MODE_VERBS : SAN_MODE_SHM;
+}
+
 Status CheckAccelerated(int fd, const char* side) {
   san_info info;
   if (san_getinfo(fd, &info) != 0) return Status::FromErrno("san_getinfo");
-  if (info.mode == SAN_MODE_SHM) return Status::Ok();
-  fprintf(stderr, "san-bench: sanlib %s connection is not on shm (mode %d): %s\n", side, info.mode,
-          info.fallback);
-  return Status(ENOTSUP, "sanlib connection fell back to kernel TCP");
+  if (info.mode == WantedMode()) return Status::Ok();
+  fprintf(stderr, "san-bench: sanlib %s connection is not on %s (mode %d): %s\n", side,
+          WantedMode() == SAN_MODE_VERBS ? "verbs" : "shm", info.mode, info.fallback);
+  return Status(ENOTSUP, "sanlib connection is not on the expected provider");
 }
 
 class SanlibTransport : public SocketTransport<SanCalls> {

@@ -2,7 +2,8 @@
 # cluster_test.sh BUILD_DIR - cross-host fallback on a two-host cluster.sh cluster: an echo server
 # (socat under sanrun) on n1; a client on n1 must get shm, a client on n2 (another host: another
 # network namespace) must fall back to kernel TCP with the reason shown, and both must echo their
-# bytes. sanstat, run on each host, is the witness.
+# bytes. sanstat, run on each host, is the witness. Then a libsan program (verbs_socket_peer) across
+# the hosts, SAN_PROVIDER=auto and =verbs: TCP with a reason naming why verbs could not be used.
 # Exit 0 pass, 1 fail, 77 cannot run here (not root, no `ip netns`, no socat, not built): ctest SKIP.
 set -uo pipefail
 skip() { echo "SKIP: cluster_test: $*" >&2; exit 77; }
@@ -16,6 +17,7 @@ SANRUN=$BUILD/bin/sanrun; SANSTAT=$BUILD/bin/sanstat
 command -v ip >/dev/null || skip "no ip (iproute2)"
 command -v socat >/dev/null || skip "no socat"
 [ -x "$SANRUN" ] && [ -x "$SANSTAT" ] || skip "sanrun/sanstat not built in $BUILD"
+[ -x "$BUILD/bin/verbs_socket_peer" ] || skip "verbs_socket_peer not built in $BUILD"
 export SAN_CLUSTER_PREFIX=sct$$ SAN_CLUSTER_SUBNET=10.213.$(( $$ % 200 + 20 ))
 C="$HERE/cluster.sh"
 TMP=$(mktemp -d)
@@ -63,5 +65,28 @@ grep -E "^[0-9]+ +socat +[0-9]+ conn +shm +$A1:[0-9]+ +$A1:$PORT " "$TMP/stat1.t
 grep -E "^[0-9]+ +socat +[0-9]+ conn +tcp +$("$C" addr 2):[0-9]+ +$A1:$PORT " "$TMP/stat2.txt" |
   grep -qi "not on this host\|no provider" ||
   { echo "n2's client is not tcp with a reason"; ok=0; }
+
+# Across hosts again with a program linked against libsan, which has the verbs provider (sanrun's
+# preload library is built without it): no RDMA device here, so `auto` must fall back to TCP with
+# a reason that names verbs' unavailability, and SAN_PROVIDER=verbs must too, with the documented
+# "SAN_PROVIDER=verbs, but verbs: ..." reason. 256 KiB both ways at once, checked, then EOF.
+PEER=$BUILD/bin/verbs_socket_peer
+for provider in auto verbs; do
+  timeout 60 "$C" exec 1 env SAN_PROVIDER=auto "$PEER" server "$A1" tcp 262144 \
+    > "$TMP/ps-$provider.log" 2>&1 &
+  PS=$!
+  port=
+  for i in $(seq 1 100); do
+    port=$(sed -n 's/^port //p' "$TMP/ps-$provider.log"); [ -n "$port" ] && break; sleep 0.1
+  done
+  if [ "$provider" = auto ]; then why="peer is not on this host (no provider reaches it; verbs: "
+  else why="SAN_PROVIDER=verbs, but verbs: "; fi
+  timeout 60 "$C" exec 2 env SAN_PROVIDER=$provider "$PEER" client "$A1" "${port:-0}" tcp 262144 \
+    "$why" > "$TMP/pc-$provider.log" 2>&1; crc=$?
+  wait $PS; src=$?
+  echo "--- libsan client on n2, SAN_PROVIDER=$provider (client rc $crc, server rc $src):"
+  cat "$TMP/pc-$provider.log" "$TMP/ps-$provider.log"
+  [ $crc = 0 ] && [ $src = 0 ] || { echo "SAN_PROVIDER=$provider across hosts: not tcp with a verbs reason"; ok=0; }
+done
 [ $ok = 1 ] || fail "see above"
-echo "cluster_test: shm within a host, tcp across hosts (with the reason), bytes echoed: PASS"
+echo "cluster_test: shm within a host, tcp across hosts (with the reason, verbs' too), bytes echoed: PASS"

@@ -18,7 +18,8 @@
 # Env:  SAN_SOFTROCE_CACHE (default /var/tmp/san-softroce): kernel + initramfs, reused.
 #       SAN_SOFTROCE_LOG: where the guest's console goes (default $CACHE/guest-<pid>.log).
 #       SAN_SOFTROCE_TIMEOUT: seconds for the whole guest run (default 360).
-#       SAN_SOFTROCE_FILTER: which suites the guest runs: all (default), conformance, verbs, bench.
+#       SAN_SOFTROCE_FILTER: which suites the guest runs: all (default), conformance, verbs,
+#         sockets (verbs_socket_test only), bench.
 #       SAN_SOFTROCE_GTEST_FILTER: a --gtest_filter for every GoogleTest binary (developers).
 #       SAN_LOG: passed on to the guest's programs (e.g. debug).
 #

@@ -164,6 +164,9 @@ class Endpoint {
   virtual bool broken() const = 0;
 
   virtual uint32_t mtu() const = 0;
+  // The name of the provider that made this endpoint (Provider::name(): "shm", "verbs", ...), for
+  // reports: which fabric a socket's channel runs on.
+  virtual const char* provider_name() const = 0;
 
   // ---- Single copy (kCapSingleCopy; every method has a "not supported" default) ----------------
   // A receiver exposes one window (the application's buffer) while it waits; the peer, holding

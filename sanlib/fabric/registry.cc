@@ -20,7 +20,9 @@ Provider* Verbs(const char** why_not) {
   return verbs;
 #else
   if (why_not != nullptr) {
-    *why_not = "verbs: not built (libibverbs/librdmacm headers were missing: SAN_WITH_VERBS)";
+    // Also what a sanitizer build's uninstrumented preload library says: it is compiled from the
+    // layers' sources without libibverbs (compat/CMakeLists.txt).
+    *why_not = "verbs: not built into this library (SAN_WITH_VERBS, or no libibverbs headers)";
   }
   return nullptr;
 #endif

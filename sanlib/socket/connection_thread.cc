@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "common/log.h"
@@ -75,7 +76,8 @@ void ConnectionThread::RemoveListener(int listen_fd) {
       }
     }
     for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->listen_fd == listen_fd) {
+      // A settling entry is the serving thread's: it drops it once its Accept returns.
+      if (it->listen_fd == listen_fd && !it->settling) {
         dropped.push_back(std::move(it->stream));
         it = pending_.erase(it);
       } else {
@@ -120,18 +122,31 @@ std::unique_ptr<proto::Stream> ConnectionThread::ClaimProved(const proto::FourTu
 
 std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd,
                                                        const proto::FourTuple& tuple) {
-  std::lock_guard<std::mutex> lock(mu_);
-  DropBrokenLocked();
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    if ((listen_fd < 0 || it->listen_fd == listen_fd) &&
-        proto::SameAddress(it->tuple.client, tuple.client) &&
-        proto::SameAddress(it->tuple.server, tuple.server)) {
-      std::unique_ptr<proto::Stream> s = std::move(it->stream);
-      pending_.erase(it);
-      return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  // A channel still settling (its Accept waits for the client's last handshake message) is
+  // almost done: the client connects over TCP only after its own side completed. Bounded by the
+  // providers' set-up limit (5 s) plus a margin.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  for (;;) {
+    DropBrokenLocked();
+    bool settling = false;
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if ((listen_fd < 0 || it->listen_fd == listen_fd) &&
+          proto::SameAddress(it->tuple.client, tuple.client) &&
+          proto::SameAddress(it->tuple.server, tuple.server)) {
+        if (it->settling) {
+          settling = true;
+          continue;
+        }
+        std::unique_ptr<proto::Stream> s = std::move(it->stream);
+        pending_.erase(it);
+        return s;
+      }
+    }
+    if (!settling || settled_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      return nullptr;
     }
   }
-  return nullptr;
 }
 
 size_t ConnectionThread::pending_count() {
@@ -159,7 +174,7 @@ void ConnectionThread::DropBrokenLocked() {
   // keeps a finished connection in its accept queue; drop only channels with nothing to deliver.
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [](Pending& p) {
-                                  if (!p.stream->endpoint().broken()) return false;
+                                  if (p.settling || !p.stream->endpoint().broken()) return false;
                                   return p.stream->Available() == 0 &&
                                          !p.stream->GetReadiness().peer_closed;
                                 }),
@@ -265,16 +280,30 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
         s->endpoint().Reject();
         continue;
       }
-      // Filed before Accept: once the client hears "accepted" it may connect over TCP at once.
-      pending_.push_back(Pending{listen_fd, tuple.value(), std::move(stream).value()});
-      Status st = s->endpoint().Accept();
-      if (st.ok()) st = s->Start();
-      if (!st.ok()) {
-        SAN_LOG_INFO("rendezvous: accept: %s", st.ToString().c_str());
-        pending_.back().stream->Abort();
-        pending_.pop_back();
+      // Filed before Accept: once the client hears "accepted" it may connect over TCP at once
+      // (a Claim meanwhile waits for `settling` to clear).
+      pending_.push_back(Pending{listen_fd, tuple.value(), std::move(stream).value(), true});
+    }
+    // Outside the lock: a verbs Accept waits a round trip for the client's RTU.
+    Status st = s->endpoint().Accept();
+    if (st.ok()) st = s->Start();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::find_if(pending_.begin(), pending_.end(),
+                             [&](const Pending& p) { return p.stream.get() == s; });
+      if (it != pending_.end()) {  // always: only this thread removes a settling entry
+        it->settling = false;
+        const bool served = std::any_of(served_.begin(), served_.end(), [&](const Served& v) {
+          return v.listen_fd == it->listen_fd;
+        });
+        if (!st.ok() || !served) {
+          if (!st.ok()) SAN_LOG_INFO("rendezvous: accept: %s", st.ToString().c_str());
+          it->stream->Abort();  // failed, or its listening socket closed meanwhile
+          pending_.erase(it);
+        }
       }
     }
+    settled_.notify_all();
   }
 }
 

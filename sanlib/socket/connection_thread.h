@@ -6,6 +6,12 @@
 // request and sends the WAKEUP. accept() then claims the channel by the accepted TCP socket's own
 // 4-tuple; a TCP connection with no channel (a plain client) stays kernel TCP.
 //
+// The provider's Accept (verbs: rdma_accept, then a round trip for the client's RTU) and the
+// WAKEUP run outside the lock, so accept() calls, sanstat and listener changes never wait behind
+// a handshake; the entry is filed first, marked `settling`, and a Claim that finds its tuple
+// settling waits (bounded) for the outcome. Requests are still served one after another by this
+// one thread: a handshake delays the next request by about one round trip.
+//
 // Unclaimed channels are dropped when broken (the client gave up), when their listener closes, and
 // beyond kMaxPendingPerListener (further requests are rejected: the client falls back to TCP).
 // It also serves the process's control socket (control_service.h): sanstat's reports, and claims
@@ -19,6 +25,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -76,6 +83,9 @@ class ConnectionThread {
     int listen_fd;
     proto::FourTuple tuple;
     std::unique_ptr<proto::Stream> stream;
+    // The serving thread is in Accept/Start for it, without the lock: nobody else touches the
+    // stream (Claim waits, DropBroken and RemoveListener leave it to the serving thread).
+    bool settling = false;
   };
 
   static void* Main(void* self);
@@ -87,6 +97,7 @@ class ConnectionThread {
   SocketTable& table_;
   ControlService service_;  // touched by the thread only, once running
   std::mutex mu_;
+  std::condition_variable settled_;  // a settling entry finished (mu_)
   std::vector<Served> served_;
   std::vector<Pending> pending_;
   UniqueFd control_;  // eventfd: the set of listeners changed, or stop

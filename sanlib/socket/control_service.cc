@@ -59,7 +59,7 @@ std::string Line(SanSocket& s) {
   const SocketMode mode = s.mode.load(std::memory_order_acquire);
   const bool listening = s.listening.load();
   std::string line = std::to_string(s.fd.load()) + "\t" + (listening ? "listen" : "conn") + "\t" +
-                     (mode == SocketMode::kShm   ? "shm"
+                     (mode == SocketMode::kShm   ? s.stream->endpoint().provider_name()
                       : mode == SocketMode::kTcp ? "tcp"
                                                  : "none") +
                      "\t" + SocketAddress(s.fd.load(), false) + "\t" +

@@ -12,7 +12,8 @@
 // Report format, tab-separated fields, one line per socket after a header line:
 //   #sanlib-stat 1 <pid> <comm>
 //   fd  role  mode  local  peer  bytes_sent  bytes_received  credits  mtu  phase  fallback_reason
-//   role: listen|conn   mode: shm|tcp|none   phase: proto::ClosePhaseName or "-"
+//   role: listen|conn   mode: shm|verbs|tcp|none (the provider under a SAN stream)
+//   phase: proto::ClosePhaseName or "-"
 //
 // Thread-safety: Open/Close/Serve are called by the connection thread only (and the atfork hooks
 // while no other thread runs). Ownership: owns its listening socket.

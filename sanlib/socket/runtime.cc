@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "fabric/address.h"
 #include "fabric/registry.h"
 #include "socket/socket_ops.h"
 
@@ -33,8 +34,9 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
     shm_ = fabric::GetProvider("shm");
     if (!shm_) shm_unavailable_ = "shm provider unavailable";
   } else if (config_.provider == ProviderChoice::kVerbs) {
-    shm_unavailable_ = "SAN_PROVIDER=verbs: verbs provider not built";
-    SAN_LOG_ERROR("%s", shm_unavailable_.c_str());
+    shm_unavailable_ = "SAN_PROVIDER=verbs";
+  } else {
+    shm_unavailable_ = "SAN_PROVIDER=off";
   }
   pthread_atfork(
       [] {
@@ -75,10 +77,34 @@ void Runtime::AtExit() {
   rt.WriteReport();
 }
 
+namespace {
+
+// append, not "literal" + string: GCC 12's -Wrestrict false positive in optimised builds.
+std::string ForcedVerbsBut(const std::string& why) {
+  return std::string("SAN_PROVIDER=verbs, but ").append(why);
+}
+
+bool OnVerbs(const proto::Stream& stream) {
+  return strcmp(const_cast<proto::Stream&>(stream).endpoint().provider_name(), "verbs") == 0;
+}
+
+}  // namespace
+
+void Runtime::CountSettled(const proto::Stream* stream) {
+  if (!stream) {
+    usage_.tcp_connections.fetch_add(1);
+  } else if (OnVerbs(*stream)) {
+    usage_.verbs_connections.fetch_add(1);
+  } else {
+    usage_.shm_connections.fetch_add(1);
+  }
+}
+
 void Runtime::CountFinished(proto::Stream& stream) {
   const proto::StreamStats st = stream.Stats();
-  usage_.shm_bytes_sent.fetch_add(st.bytes_sent);
-  usage_.shm_bytes_received.fetch_add(st.bytes_received);
+  const bool verbs = OnVerbs(stream);
+  (verbs ? usage_.verbs_bytes_sent : usage_.shm_bytes_sent).fetch_add(st.bytes_sent);
+  (verbs ? usage_.verbs_bytes_received : usage_.shm_bytes_received).fetch_add(st.bytes_received);
 }
 
 void Runtime::WriteReport() {
@@ -86,12 +112,16 @@ void Runtime::WriteReport() {
   char line[512];
   const int n = snprintf(line, sizeof line,
                          "pid=%d prog=%s shm_connections=%llu tcp_connections=%llu "
-                         "shm_bytes_sent=%llu shm_bytes_received=%llu\n",
+                         "shm_bytes_sent=%llu shm_bytes_received=%llu verbs_connections=%llu "
+                         "verbs_bytes_sent=%llu verbs_bytes_received=%llu\n",
                          getpid(), program_invocation_short_name,
                          static_cast<unsigned long long>(usage_.shm_connections.load()),
                          static_cast<unsigned long long>(usage_.tcp_connections.load()),
                          static_cast<unsigned long long>(usage_.shm_bytes_sent.load()),
-                         static_cast<unsigned long long>(usage_.shm_bytes_received.load()));
+                         static_cast<unsigned long long>(usage_.shm_bytes_received.load()),
+                         static_cast<unsigned long long>(usage_.verbs_connections.load()),
+                         static_cast<unsigned long long>(usage_.verbs_bytes_sent.load()),
+                         static_cast<unsigned long long>(usage_.verbs_bytes_received.load()));
   // One write(2) with O_APPEND: lines of concurrent processes do not interleave.
   UniqueFd fd(open(config_.report.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (fd.valid() && n > 0) {
@@ -101,27 +131,103 @@ void Runtime::WriteReport() {
   }
 }
 
-fabric::Provider* Runtime::ProviderFor(const sockaddr* peer, socklen_t len, std::string* why_not) {
-  if (config_.provider == ProviderChoice::kOff) {
-    *why_not = "SAN_PROVIDER=off";
+fabric::Provider* Runtime::Verbs(std::string* why_not) {
+  if (config_.provider != ProviderChoice::kAuto && config_.provider != ProviderChoice::kVerbs) {
+    *why_not = config_.provider == ProviderChoice::kOff ? "SAN_PROVIDER=off" : "SAN_PROVIDER=shm";
     return nullptr;
   }
+  // The registry opens it once per process (and remembers why not); nothing before this call.
+  if (fabric::Provider* verbs = fabric::GetProvider("verbs")) return verbs;
+  const char* why = fabric::WhyUnavailable("verbs");
+  *why_not = why ? why : "verbs: unavailable";
+  if (config_.provider == ProviderChoice::kVerbs && !verbs_error_logged_.exchange(true)) {
+    // Asked for explicitly and impossible: say so once, loudly; every socket still works (TCP).
+    SAN_LOG_ERROR("SAN_PROVIDER=verbs, but %s: SAN sockets use kernel TCP", why_not->c_str());
+  }
+  return nullptr;
+}
+
+bool Runtime::SanEnabled(std::string* why_not) {
+  if (config_.provider == ProviderChoice::kOff) {
+    *why_not = "SAN_PROVIDER=off";
+    return false;
+  }
+  if (shm_) return true;
+  std::string why_verbs;
+  if (Verbs(&why_verbs)) return true;
+  *why_not = config_.provider == ProviderChoice::kVerbs ? ForcedVerbsBut(why_verbs)
+                                                        : shm_unavailable_;
+  return false;
+}
+
+fabric::Provider* Runtime::ShmProviderFor(const sockaddr* peer, socklen_t len,
+                                          std::string* why_not) {
   if (!shm_) {
     *why_not = shm_unavailable_;
     return nullptr;
   }
   if (!shm_->Reaches(peer, len)) {
-    *why_not = "peer is not on this host (no provider reaches it)";
+    *why_not = "peer is not on this host";
     return nullptr;
   }
   return shm_;
 }
 
-fabric::Provider* Runtime::ListenProvider(std::string* why_not) {
-  if (config_.provider == ProviderChoice::kOff) {
-    *why_not = "SAN_PROVIDER=off";
-    return nullptr;
+fabric::Provider* Runtime::ProviderFor(const sockaddr* peer, socklen_t len, std::string* why_not) {
+  switch (config_.provider) {
+    case ProviderChoice::kOff:
+      *why_not = "SAN_PROVIDER=off";
+      return nullptr;
+    case ProviderChoice::kShm:
+      if (fabric::Provider* p = ShmProviderFor(peer, len, why_not)) return p;
+      if (shm_) *why_not = "SAN_PROVIDER=shm: peer is not on this host";
+      return nullptr;
+    case ProviderChoice::kVerbs: {
+      std::string why;
+      fabric::Provider* verbs = Verbs(&why);
+      if (!verbs) {
+        *why_not = ForcedVerbsBut(why);
+        return nullptr;
+      }
+      if (!verbs->Reaches(peer, len)) {
+        *why_not = "SAN_PROVIDER=verbs, but no RDMA device routes to the peer";
+        return nullptr;
+      }
+      return verbs;
+    }
+    case ProviderChoice::kAuto:
+      break;
   }
+  // auto: shm for this host (as cheap as it was before verbs existed: no verbs call at all).
+  if (shm_ && shm_->Reaches(peer, len)) return shm_;
+  std::string why;
+  fabric::Provider* verbs = Verbs(&why);
+  if (verbs && verbs->Reaches(peer, len)) return verbs;
+  // Keep "peer is not on this host" first: tools and tests match on it.
+  *why_not = "peer is not on this host (no provider reaches it; ";
+  if (verbs) {
+    why_not->append("verbs: no RDMA device routes to it)");
+  } else {
+    why_not->append(why).append(")");
+  }
+  return nullptr;
+}
+
+std::vector<fabric::Provider*> Runtime::ListenProviders(const sockaddr* addr, socklen_t len,
+                                                        std::string* why_not) {
+  std::vector<fabric::Provider*> out;
+  if (!SanEnabled(why_not)) return out;
+  if (shm_) out.push_back(shm_);
+  // verbs only where a remote client could come from: not for a loopback-bound listener.
+  std::string why_verbs = "verbs: listener bound to a loopback address";
+  if (!fabric::IsLoopbackAddress(addr, len)) {
+    if (fabric::Provider* verbs = Verbs(&why_verbs)) out.push_back(verbs);
+  }
+  if (out.empty()) *why_not = ForcedVerbsBut(why_verbs);
+  return out;
+}
+
+fabric::Provider* Runtime::ListenProvider(std::string* why_not) {
   if (!shm_) *why_not = shm_unavailable_;
   return shm_;
 }

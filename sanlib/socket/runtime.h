@@ -1,6 +1,12 @@
-// Runtime: sanlib's process-wide state -- the configuration, the socket table, the provider, the
+// Runtime: sanlib's process-wide state -- the configuration, the socket table, the providers, the
 // connection and close threads -- created on first use and never destroyed (a preloaded library
 // must not depend on static destruction order; the threads are stopped by the exit handler).
+//
+// Provider choice (SAN_PROVIDER): `auto` carries a connection to a peer on this host over shm, to
+// a peer on another host over verbs when an RDMA device routes to it, else kernel TCP; `shm` and
+// `verbs` allow only that provider (any other peer is kernel TCP, with the reason); `off` is
+// kernel TCP always. The verbs provider is opened on first need (a remote peer, a listener), so a
+// process that only talks to its own host never touches libibverbs.
 //
 // Also installs the process hooks: pthread_atfork (the background threads do not survive fork;
 // locks are not held across it) and atexit (open SAN sockets send FIN, closing ones get to post
@@ -9,6 +15,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "fabric/provider.h"
@@ -43,14 +50,32 @@ class Runtime {
     std::atomic<uint64_t> tcp_connections{0};
     std::atomic<uint64_t> shm_bytes_sent{0};
     std::atomic<uint64_t> shm_bytes_received{0};
+    std::atomic<uint64_t> verbs_connections{0};
+    std::atomic<uint64_t> verbs_bytes_sent{0};
+    std::atomic<uint64_t> verbs_bytes_received{0};
   };
   Usage& usage() { return usage_; }
+  // A connection settled on `stream` (its provider's counter), or on kernel TCP (nullptr).
+  void CountSettled(const proto::Stream* stream);
   void CountFinished(proto::Stream& stream);
 
-  // The provider that would carry a connection to `peer`, or nullptr with the reason why not.
+  // The provider that would carry a connection to `peer` (shm, else verbs, as SAN_PROVIDER
+  // allows), or nullptr with the reason why not (the socket's fallback reason).
   fabric::Provider* ProviderFor(const sockaddr* peer, socklen_t len, std::string* why_not);
-  // The provider for a listener bound to `addr` (nullptr if SAN is off or none is available).
+  // The shm provider if SAN_PROVIDER allows it and it reaches `peer` (in-band upgrade: shm only).
+  fabric::Provider* ShmProviderFor(const sockaddr* peer, socklen_t len, std::string* why_not);
+  // The providers whose rendezvous a listener bound to `addr` opens: shm (this host's clients)
+  // and verbs (other hosts' clients; not for a loopback address). Empty, with why, if none.
+  std::vector<fabric::Provider*> ListenProviders(const sockaddr* addr, socklen_t len,
+                                                 std::string* why_not);
+  // The shm provider, where SAN_PROVIDER allows it (nullptr with why otherwise): what filed
+  // channels are handed between processes with (handover, exec: shm endpoints move, verbs do not).
   fabric::Provider* ListenProvider(std::string* why_not);
+  // Whether this process can carry SAN connections at all (nullptr `why_not` untouched if so).
+  bool SanEnabled(std::string* why_not);
+  // The verbs provider, opened on first call; nullptr with *why_not (WhyUnavailable) without an
+  // RDMA device, when it is not built, or when SAN_PROVIDER excludes it.
+  fabric::Provider* Verbs(std::string* why_not);
   proto::StreamParams StreamParamsFor(const fabric::Provider& provider) const;
 
  private:
@@ -67,6 +92,7 @@ class Runtime {
   std::atomic<int> pid_{0};
   fabric::Provider* shm_ = nullptr;
   std::string shm_unavailable_;
+  std::atomic<bool> verbs_error_logged_{false};
 };
 
 }  // namespace san

@@ -128,11 +128,13 @@ void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string rea
       s.holders_read.reset(PlaceHigh(holders[0]));
       s.holders_write.reset(PlaceHigh(holders[1]));
     }
+    Runtime::Get().CountSettled(stream.get());
     s.stream = std::move(stream);
+    // kShm is "carried by a SAN stream", whichever provider; the stream's endpoint names it
+    // (sanstat and san_getinfo say shm or verbs).
     s.mode.store(SocketMode::kShm, std::memory_order_release);
-    Runtime::Get().usage().shm_connections.fetch_add(1);
   } else {
-    Runtime::Get().usage().tcp_connections.fetch_add(1);
+    Runtime::Get().CountSettled(nullptr);
     s.fallback_reason = std::move(reason);
     s.mode.store(SocketMode::kTcp, std::memory_order_release);
     SAN_LOG_INFO("fd %d: kernel TCP: %s", s.fd.load(), s.fallback_reason.c_str());
@@ -180,29 +182,34 @@ int Listen(int fd, int backlog) {
   SanSocket* s = rt.table().Find(fd);
   if (kernel::listen(fd, backlog) != 0) return -1;
   if (!s || s->listening.exchange(true)) return 0;  // a second listen() only changes the backlog
+  Result<sockaddr_storage> addr = LocalAddress(fd);
+  if (!addr.ok()) return 0;
+  const socklen_t alen = addr->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   std::string why;
-  fabric::Provider* provider = rt.ListenProvider(&why);
-  if (!provider) {
+  // One rendezvous per provider on the same address and port (shm for this host's clients, the
+  // rdma_cm listener for other hosts'), all served by the connection thread for this socket.
+  const std::vector<fabric::Provider*> providers =
+      rt.ListenProviders(reinterpret_cast<sockaddr*>(&addr.value()), alen, &why);
+  if (providers.empty()) {
     SAN_LOG_INFO("fd %d: listening without SAN rendezvous: %s", fd, why.c_str());
     return 0;
   }
-  Result<sockaddr_storage> addr = LocalAddress(fd);
-  if (!addr.ok()) return 0;
-  const proto::StreamParams params = rt.StreamParamsFor(*provider);
-  const socklen_t alen = addr->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-  Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
-      reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));
-  if (!listener.ok()) {
-    SAN_LOG_WARN("fd %d: SAN rendezvous unavailable (%s); clients will use kernel TCP", fd,
-                 listener.status().ToString().c_str());
-    return 0;
-  }
-  Status st = rt.connections().AddListener(fd, addr.value(), std::move(listener).value(),
-                                           provider->capabilities(), params);
-  if (st.ok()) {
-    s->rendezvous_owner.store(getpid());
-  } else {
-    SAN_LOG_WARN("fd %d: connection thread: %s", fd, st.ToString().c_str());
+  for (fabric::Provider* provider : providers) {
+    const proto::StreamParams params = rt.StreamParamsFor(*provider);
+    Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
+        reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));
+    if (!listener.ok()) {
+      SAN_LOG_WARN("fd %d: %s rendezvous unavailable (%s); its clients will use kernel TCP", fd,
+                   provider->name(), listener.status().ToString().c_str());
+      continue;
+    }
+    Status st = rt.connections().AddListener(fd, addr.value(), std::move(listener).value(),
+                                             provider->capabilities(), params);
+    if (st.ok()) {
+      s->rendezvous_owner.store(getpid());
+    } else {
+      SAN_LOG_WARN("fd %d: connection thread: %s", fd, st.ToString().c_str());
+    }
   }
   return 0;
 }
@@ -219,7 +226,7 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   // This side has no SAN at all (SAN_PROVIDER=off, no provider): that is the reason, as on the
   // client side (docs/sockets.md, fallback reasons).
   std::string no_san;
-  if (!rt.ListenProvider(&no_san)) reason = no_san;
+  if (!rt.SanEnabled(&no_san)) reason = no_san;
   Result<sockaddr_storage> local = LocalAddress(nfd);
   Result<sockaddr_storage> peer = PeerAddress(nfd);
   if (local.ok() && peer.ok()) {
@@ -267,9 +274,15 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
     Result<std::unique_ptr<proto::Stream>> r = SetUpChannel(*s, *provider, addr, len);
     if (r.ok()) {
       stream = std::move(r).value();
+    } else if (r.status().code() == ECONNREFUSED) {
+      reason = "no SAN listener at the peer (plain TCP server)";
+      if (strcmp(provider->name(), "shm") != 0) {
+        reason.append(" [").append(provider->name()).append("]");
+      }
     } else {
-      reason = r.status().code() == ECONNREFUSED ? "no SAN listener at the peer (plain TCP server)"
-                                                 : "SAN set-up failed: " + r.status().ToString();
+      // e.g. "SAN set-up failed: verbs: rdma_resolve_addr: No route to host"
+      reason = "SAN set-up failed: ";
+      reason.append(provider->name()).append(": ").append(r.status().ToString());
     }
   }
   const int rc = kernel::connect(fd, addr, len);

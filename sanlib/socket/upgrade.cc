@@ -234,8 +234,9 @@ int Upgrade(int fd) {
   }
   const uint64_t deadline = NowNs() + uint64_t{kDeadlineMs} * 1000000;
   std::string why;
+  // In-band upgrade is shm only (same host): a remote peer stays TCP here even with verbs.
   fabric::Provider* provider =
-      rt.ProviderFor(reinterpret_cast<sockaddr*>(&peer.value()), sizeof(sockaddr_storage), &why);
+      rt.ShmProviderFor(reinterpret_cast<sockaddr*>(&peer.value()), sizeof(sockaddr_storage), &why);
   const proto::UpgradeHello mine = OwnHello(provider != nullptr);
   Status st = SendMsg<proto::UpgradeHello, proto::EncodeUpgradeHello>(fd, mine, deadline);
   Result<proto::UpgradeHello> theirs =

@@ -35,6 +35,11 @@ struct FaultPlan {
   //                      discovered mid-connection); CanWriteWindows() is false afterwards;
   //  window_write_hold_us every WriteWindow holds the claimed window this long before copying, so
   //                      a receiver revoking meanwhile must wait (the cancel race).
+  // Server side: Accept() takes this long before it answers (a handshake that waits a round trip,
+  // as verbs' Accept waits for the client's RTU), so callers that must not be held up by it can be
+  // tested in one process.
+  uint32_t accept_delay_us = 0;
+
   bool no_single_copy = false;
   bool refuse_window_probe = false;
   uint64_t refuse_window_write = 0;

@@ -249,6 +249,9 @@ Status LoopbackEndpoint::Connect(const sockaddr* server, socklen_t len, const Co
 }
 
 Status LoopbackEndpoint::Accept() {
+  if (plan_.accept_delay_us != 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(plan_.accept_delay_us));
+  }
   std::lock_guard<std::mutex> lock(link_->mu);
   if (side_ != 1) return Status(EINVAL, "Accept");
   if (link_->verdict != -1) return Status(ECONNRESET, "Accept: client gave up");

@@ -68,6 +68,7 @@ class ShmEndpoint final : public Endpoint {
   void Disconnect() override;
   bool broken() const override;
   uint32_t mtu() const override { return parts_.mtu; }
+  const char* provider_name() const override { return "shm"; }
   // Single copy (shm_window.cc): process_vm_writev into the peer's exposed window.
   bool CanWriteWindows() override;
   bool CanExposeWindows() const override;

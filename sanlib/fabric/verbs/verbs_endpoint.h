@@ -80,6 +80,7 @@ class VerbsEndpoint final : public Endpoint {
   void Disconnect() override;
   bool broken() const override;
   uint32_t mtu() const override { return mtu_; }
+  const char* provider_name() const override { return "verbs"; }
 
  private:
   enum class State : uint8_t { kIdle, kRequested, kConnected, kFailed };
