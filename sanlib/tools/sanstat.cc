@@ -1,6 +1,6 @@
-// sanstat: lists this host's SAN sockets (like ss / smcss): pid, fd, addresses, mode (shm or tcp),
-// why a socket fell back to TCP, bytes, send credits. Only processes of our uid answer (all, for
-// root). Scope: this network namespace (another namespace is another host).
+// sanstat: lists this host's SAN sockets (like ss / smcss): pid, fd, addresses, mode (shm, verbs
+// or tcp), why a socket fell back to TCP, bytes, send credits. Only processes of our uid answer
+// (all, for root). Scope: this network namespace (another namespace is another host).
 #include <getopt.h>
 
 #include <cstdio>
