@@ -4,6 +4,7 @@
 #   NPtcp     one-way latency (us) at 4 B .. 1 KiB and bandwidth (MB/s) at 64 KiB+
 #   sockperf  ping-pong latency (us), fixed message rate
 #   redis     redis-benchmark -t get,set requests/s (-c 1 and -c 50)
+#   nginx     wrk against nginx (one worker, a small static file) requests/s (-c 1 and -c 32)
 #   cost      interpose-cost: ns added to calls on kernel fds
 # Usage: compat-bench.sh <build dir>   (e.g. build/release). Prints; never fails on a slow machine.
 set -u
@@ -44,6 +45,33 @@ rb() {
     sed -n 's/^\(SET\|GET\): \([0-9.]*\) requests per second.*/\1 \2/p' | tr '\n' ' '
   "$@" redis-cli -p $PORT shutdown nosave > /dev/null 2>&1; wait $srv 2>/dev/null
 }
+# wr <connections> <run prefix>: wrk requests/s against an nginx started with the same prefix
+wr() {
+  conns=$1; shift
+  PORT=$((PORT + 1))
+  d="$TMP/nginx.$PORT"
+  mkdir -p "$d/html" "$d/logs"
+  echo hello > "$d/html/index.html"
+  cat > "$d/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+error_log $d/logs/error.log;
+pid $d/nginx.pid;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $d/t1; proxy_temp_path $d/t2; fastcgi_temp_path $d/t3;
+  uwsgi_temp_path $d/t4; scgi_temp_path $d/t5;
+  server { listen 127.0.0.1:$PORT; root $d/html; }
+}
+EOF
+  "$@" nginx -c "$d/nginx.conf" -p "$d" > /dev/null 2>&1 &
+  srv=$!
+  sleep 0.7
+  "$@" wrk -t1 -c "$conns" -d 3s "http://127.0.0.1:$PORT/" 2>/dev/null |
+    sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p'
+  kill $srv 2>/dev/null; wait $srv 2>/dev/null
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a > 0) printf "%.2fx", a / b; else print "-" }'; }
 
 echo "== NPtcp (one-way latency us / bandwidth MB/s), plain vs sanrun"
@@ -67,6 +95,14 @@ for c in 1 50; do
   echo "tcp: $t"
   echo "san: $s"
 done
+
+if command -v nginx > /dev/null && command -v wrk > /dev/null; then
+  for c in 1 32; do
+    echo "== wrk -c $c against nginx (requests/s)"
+    t=$(wr $c env); s=$(wr $c "$SANRUN" --)
+    echo "tcp $t  san $s  ratio $(ratio "$s" "$t")"
+  done
+fi
 
 echo "== interposition cost on kernel fds (ns per call)"
 "$B/bin/interpose-cost" 2000000 > "$TMP/plain"
