@@ -317,6 +317,8 @@ int Shutdown(int fd, int how) {
   // The kernel socket is left alone: its FIN would tell the peer we died.
   if (how != SHUT_WR) s->read_shut.store(true);
   if (how != SHUT_RD) s->stream->ShutdownWrite();
+  // Moved to TCP (tcp_move.h): the relay applies the shutdown to the kernel socket once it is done.
+  if (s->stream->Moved()) AdvanceMoved(*s);
   WakeSleepers(*s);
   return 0;
 }
