@@ -1,6 +1,7 @@
 // drpcd: the drpc node daemon (docs/drpc.md). Serves drpc.Node on one port to SAN clients
 // (san://) and plain gRPC clients alike, until SIGTERM or SIGINT.
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
+#include <set>
 
 #include "core/command_policy.h"
 #include "core/target.h"
@@ -19,6 +22,7 @@
 #include "node/node_service.h"
 #include "transport/acceptor.h"
 #include "transport/channel.h"
+#include "transport/polling.h"
 
 namespace po = boost::program_options;
 using namespace san::drpc;
@@ -47,11 +51,28 @@ bool WritePortFile(const std::string& path, uint16_t port) {
   return rename(temp.c_str(), path.c_str()) == 0;
 }
 
+// A uid, as a number or a user name.
+std::optional<uid_t> ParseUser(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos &&
+      text.size() <= 10) {
+    const unsigned long v = std::stoul(text);
+    if (v < static_cast<unsigned long>(static_cast<uid_t>(-1))) return static_cast<uid_t>(v);
+    return std::nullopt;
+  }
+  passwd pw{}, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwnam_r(text.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found) {
+    return std::nullopt;
+  }
+  return pw.pw_uid;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  SelectPollingEngine();  // before anything starts gRPC: see transport/polling.h
   std::string listen_text = "0.0.0.0:7467", port_file, token_file, policy_file, root;
-  std::vector<std::string> allow;
+  std::vector<std::string> allow, allow_uid;
   bool no_auth = false;
   double default_timeout_s = 60, max_timeout_s = 3600;
   size_t task_slots = 2;
@@ -64,7 +85,11 @@ int main(int argc, char** argv) {
   desc.add_options()("help,h", "this text")(
       "listen", po::value(&listen_text), "HOST:PORT to listen on (default 0.0.0.0:7467; port 0: any)")(
       "port-file", po::value(&port_file), "write the bound port here once listening")(
-      "token-file", po::value(&token_file), "the shared token (mode 600); required unless --no-auth")(
+      "token-file", po::value(&token_file),
+      "the shared token (mode 600); this and/or --allow-uid, unless --no-auth")(
+      "allow-uid", po::value(&allow_uid),
+      "admit calls from this local user (uid or name; repeatable) without a token: clients on "
+      "this host whose socket it owns, over SAN or TCP")(
       "no-auth", po::bool_switch(&no_auth), "accept calls without a token (trusted networks only)")(
       "allow-cmd", po::value(&allow), "a command Exec/Submit may run (glob on argv[0]; repeatable)")(
       "policy-file", po::value(&policy_file), "allowed command patterns, one per line")(
@@ -107,15 +132,23 @@ int main(int argc, char** argv) {
   }
   for (std::string& a : allow) config.policy.Add(std::move(a));
 
-  if (no_auth == !token_file.empty()) {
-    return Fail("give exactly one of --token-file and --no-auth");
+  if (no_auth == (!token_file.empty() || !allow_uid.empty())) {
+    return Fail("give --token-file and/or --allow-uid, or --no-auth");
   }
-  Auth auth = Auth::Open();
+  std::set<uid_t> uids;
+  for (const std::string& u : allow_uid) {
+    std::optional<uid_t> uid = ParseUser(u);
+    if (!uid) return Fail("--allow-uid " + u + ": no such user");
+    uids.insert(*uid);
+  }
+  std::optional<std::string> token;
   if (!token_file.empty()) {
-    san::Result<std::string> token = LoadTokenFile(token_file);
-    if (!token.ok()) return Fail("--token-file " + token_file + ": " + token.status().ToString());
-    auth = Auth::Token(std::move(token).value());
-  } else {
+    san::Result<std::string> t = LoadTokenFile(token_file);
+    if (!t.ok()) return Fail("--token-file " + token_file + ": " + t.status().ToString());
+    token = std::move(t).value();
+  }
+  Auth auth = no_auth ? Auth::Open() : Auth::Require(std::move(token), uids);
+  if (no_auth) {
     fprintf(stderr, "drpcd: warning: --no-auth: anybody who reaches this port may call it\n");
   }
   std::unique_ptr<san::ftp::Jail> jail;
@@ -136,22 +169,29 @@ int main(int argc, char** argv) {
 
   san::Result<std::unique_ptr<Acceptor>> acceptor = Acceptor::Listen(listen->host, listen->port);
   if (!acceptor.ok()) return Fail("listen on " + listen_text + ": " + acceptor.status().ToString());
+  (*acceptor)->set_learn_peer_uids(!uids.empty());
   NodeService service(std::move(config), std::move(auth), std::move(jail), acceptor->get());
   grpc::ServerBuilder builder;
   builder.RegisterService(&service);
+  PingServer ping_server(&service, &builder);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  // One completion queue and one polling thread (handlers still run on threads of their own):
-  // a management daemon needs no more.
+  // The sync API's threads (every call but Ping, see node/ping_server.h): one completion queue,
+  // one to two polling threads. A poller that picks up a call runs its handler itself, and
+  // gRPC's thread manager starts a new thread whenever fewer than MIN_POLLERS are left polling;
+  // a poller back from a call keeps polling only while fewer than MAX_POLLERS are. With
+  // MAX_POLLERS 1 that was one thread created and one ended for every call (a clone3 per call,
+  // on the call's critical path); with 2 the two take turns.
   builder.SetSyncServerOption(grpc::ServerBuilder::NUM_CQS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, 1);
-  // The polling thread comes back to gRPC at least this often (gRPC's default: 10 s): how soon
+  builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, 2);
+  // The polling threads come back to gRPC at least this often (gRPC's default: 10 s): how soon
   // the thread count adapts and shutdown is noticed. Costs 1000/poll_interval_ms idle wake-ups a
   // second.
   builder.SetSyncServerOption(grpc::ServerBuilder::CQ_TIMEOUT_MSEC, static_cast<int>(poll_interval_ms));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail("gRPC server did not start");
+  ping_server.Start();
   (*acceptor)->Start(server.get());
   if (!port_file.empty() && !WritePortFile(port_file, (*acceptor)->port())) {
     perror("drpcd: --port-file");
@@ -167,5 +207,6 @@ int main(int argc, char** argv) {
   (*acceptor)->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
+  ping_server.Shutdown();
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "client/ping_caller.h"
 #include "common/unique_fd.h"
 #include "core/checksum.h"
 #include "core/token.h"
@@ -105,11 +106,12 @@ HostResult Ping(const CliOptions& o, const CallSettings& cs, Node::Stub* stub,
   req.set_payload(payload);
   std::vector<double> us;
   us.reserve(o.count);
+  PingCaller caller(stub);
   for (uint32_t i = 0; i < o.count; ++i) {
     auto ctx = MakeContext(cs, cs.timeout_ms);
     PingReply reply;
     const Clock::time_point t0 = Clock::now();
-    grpc::Status s = stub->Ping(ctx.get(), req, &reply);
+    grpc::Status s = caller.Call(ctx.get(), req, &reply);
     const double elapsed =
         std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     if (!s.ok()) {

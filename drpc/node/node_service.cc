@@ -46,14 +46,15 @@ NodeService::NodeService(NodeConfig config, Auth auth, std::unique_ptr<san::ftp:
       acceptor_(acceptor),
       tasks_(config_.task_slots) {}
 
-grpc::Status NodeService::Ping(grpc::ServerContext*, const PingRequest* request, PingReply* reply) {
-  reply->set_payload(request->payload());
-  return grpc::Status::OK;
+grpc::Status NodeService::Authorize(const grpc::ServerContext& context) const {
+  std::optional<uid_t> uid;
+  if (auth_.checks_uids() && acceptor_) uid = acceptor_->PeerUidOf(context.peer());
+  return auth_.Check(context, uid);
 }
 
 grpc::Status NodeService::Admit(const grpc::ServerContext& context, const ExecRequest& request,
                                 ExecSpec* spec) const {
-  if (grpc::Status s = auth_.Check(context); !s.ok()) return s;
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
   if (request.argv_size() == 0 || request.argv(0).empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "exec: no command");
   }
@@ -110,7 +111,7 @@ grpc::Status NodeService::Exec(grpc::ServerContext* context, const ExecRequest* 
 
 grpc::Status NodeService::Status(grpc::ServerContext* context, const StatusRequest*,
                                  StatusReply* reply) {
-  if (grpc::Status s = auth_.Check(*context); !s.ok()) return s;
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   const SystemStatus sys = ReadSystemStatus();
   reply->set_hostname(sys.hostname);
   reply->set_uptime_s(sys.uptime_s);
@@ -132,14 +133,14 @@ grpc::Status NodeService::Status(grpc::ServerContext* context, const StatusReque
 
 grpc::Status NodeService::Push(grpc::ServerContext* context, grpc::ServerReader<FileChunk>* reader,
                                PushSummary* summary) {
-  if (grpc::Status s = auth_.Check(*context); !s.ok()) return s;
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (!jail_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "push: node has no --root");
   return ReceivePush(*jail_, context, reader, summary);
 }
 
 grpc::Status NodeService::Pull(grpc::ServerContext* context, const PullRequest* request,
                                grpc::ServerWriter<FileChunk>* writer) {
-  if (grpc::Status s = auth_.Check(*context); !s.ok()) return s;
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (!jail_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "pull: node has no --root");
   return SendPull(*jail_, context, *request, writer);
 }
@@ -156,7 +157,7 @@ grpc::Status NodeService::Submit(grpc::ServerContext* context, const SubmitReque
 
 grpc::Status NodeService::Wait(grpc::ServerContext* context, const TaskRef* request,
                                TaskState* reply) {
-  if (grpc::Status s = auth_.Check(*context); !s.ok()) return s;
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   // Never wait past the caller's own deadline (less a margin to send the answer).
   uint32_t wait_ms = request->wait_ms();
   const auto left = context->deadline() - std::chrono::system_clock::now();
@@ -170,7 +171,7 @@ grpc::Status NodeService::Wait(grpc::ServerContext* context, const TaskRef* requ
 
 grpc::Status NodeService::Cancel(grpc::ServerContext* context, const TaskRef* request,
                                  TaskState* reply) {
-  if (grpc::Status s = auth_.Check(*context); !s.ok()) return s;
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   Result<TaskSnapshot> snap = tasks_.Cancel(request->task_id());
   if (!snap.ok()) return FromSanStatus(snap.status());
   FillTask(snap.value(), reply);

@@ -1,5 +1,5 @@
 // NodeService: drpcd's implementation of drpc.Node (proto/drpc.proto), on gRPC's synchronous API
-// (each call runs on a thread of gRPC's pool, so a long Exec blocks nobody else).
+// (each call runs on a thread of gRPC's pool, so a long Exec blocks nobody else) but for Ping.
 //
 // Every call but Ping passes Auth first; Exec and Submit then pass the command policy. Exec's
 // timeout is the request's, capped by the node's maximum (and the node's default when 0).
@@ -14,6 +14,7 @@
 #include "fs/jail.h"
 #include "node/auth.h"
 #include "node/exec_runner.h"
+#include "node/ping_server.h"
 #include "node/task_queue.h"
 
 namespace san::drpc {
@@ -27,13 +28,12 @@ struct NodeConfig {
   size_t task_slots = 2;
 };
 
-class NodeService final : public Node::Service {
+// Ping is served on gRPC's asynchronous API by a PingServer (node/ping_server.h): see there why.
+class NodeService final : public AsyncPingService {
  public:
   NodeService(NodeConfig config, Auth auth, std::unique_ptr<san::ftp::Jail> jail,
               const Acceptor* acceptor);
 
-  grpc::Status Ping(grpc::ServerContext* context, const PingRequest* request,
-                    PingReply* reply) override;
   grpc::Status Exec(grpc::ServerContext* context, const ExecRequest* request,
                     grpc::ServerWriter<ExecChunk>* writer) override;
   grpc::Status Status(grpc::ServerContext* context, const StatusRequest* request,
@@ -50,6 +50,8 @@ class NodeService final : public Node::Service {
                       TaskState* reply) override;
 
  private:
+  // Auth for this call (token, or the Unix user of its connection as the Acceptor learnt it).
+  grpc::Status Authorize(const grpc::ServerContext& context) const;
   // Auth and policy for a command; fills spec on success.
   grpc::Status Admit(const grpc::ServerContext& context, const ExecRequest& request,
                      ExecSpec* spec) const;

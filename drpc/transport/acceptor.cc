@@ -13,12 +13,31 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "node/peer_uid.h"
 #include "san/san.h"
 #include "transport/channel.h"
 
 namespace san::drpc {
 namespace {
 constexpr size_t kRememberedPeers = 4096;
+
+// The uid of a connection within this host (a SAN connection's TCP socket is a real one too);
+// none for a remote peer or when the lookup fails (the call then needs the token).
+std::optional<uid_t> LearnPeerUid(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t llen = sizeof local, plen = sizeof peer;
+  if (san_getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
+      san_getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) {
+    return std::nullopt;
+  }
+  if (!PeerIsOnThisHost(local, peer)) return std::nullopt;
+  Result<uid_t> uid = LookupPeerUid(local, peer);
+  if (!uid.ok()) {
+    SAN_LOG_WARN("drpcd: peer uid of a local connection: %s", uid.status().ToString().c_str());
+    return std::nullopt;
+  }
+  return *uid;
+}
 }
 
 Result<std::unique_ptr<Acceptor>> Acceptor::Listen(const std::string& host, uint16_t port) {
@@ -109,28 +128,36 @@ void Acceptor::Loop(grpc::Server* server) {
     const int one = 1;
     san_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     san_fcntl(fd, F_SETFL, san_fcntl(fd, F_GETFL) | O_NONBLOCK);
-    const std::string mode = DescribeSocket(fd);
-    (mode == "shm" ? accepted_shm_ : accepted_tcp_).fetch_add(1);
+    PeerInfo info;
+    info.mode = DescribeSocket(fd);
+    (info.mode == "shm" ? accepted_shm_ : accepted_tcp_).fetch_add(1);
+    if (learn_uids_) info.uid = LearnPeerUid(fd);
     // gRPC names a connection it was handed by fd "fd:<n>" (ServerContext::peer()); the number
     // is reused only after gRPC closed it, and the entry is then overwritten.
-    Remember("fd:" + std::to_string(fd), mode);
+    Remember("fd:" + std::to_string(fd), std::move(info));
     grpc::AddInsecureChannelFromFd(server, fd);  // gRPC owns fd from here
   }
 }
 
-void Acceptor::Remember(const std::string& peer, const std::string& mode) {
+void Acceptor::Remember(const std::string& peer, PeerInfo info) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (modes_.insert_or_assign(peer, mode).second) order_.push_back(peer);
+  if (peers_.insert_or_assign(peer, std::move(info)).second) order_.push_back(peer);
   while (order_.size() > kRememberedPeers) {
-    modes_.erase(order_.front());
+    peers_.erase(order_.front());
     order_.pop_front();
   }
 }
 
 std::string Acceptor::TransportOf(const std::string& grpc_peer) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = modes_.find(grpc_peer);
-  return it == modes_.end() ? std::string() : it->second;
+  auto it = peers_.find(grpc_peer);
+  return it == peers_.end() ? std::string() : it->second.mode;
+}
+
+std::optional<uid_t> Acceptor::PeerUidOf(const std::string& grpc_peer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peers_.find(grpc_peer);
+  return it == peers_.end() ? std::nullopt : it->second.uid;
 }
 
 }  // namespace san::drpc

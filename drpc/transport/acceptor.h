@@ -6,8 +6,9 @@
 // grpcio, grpcurl -- is an ordinary TCP connection that sanlib's server-side fallback leaves on
 // kernel TCP. gRPC itself opens no listening socket.
 // The accept loop runs on its own thread; Stop() wakes it (self-pipe) and joins it. Each accepted
-// connection's mode is recorded under gRPC's peer string for it ("fd:<n>") so a handler can say
-// which transport its call came over.
+// connection's mode -- and, with set_learn_peer_uids(true), the uid owning the peer's socket when
+// the peer is on this host (node/peer_uid.h) -- is recorded under gRPC's peer string for it
+// ("fd:<n>") so a handler can say which transport its call came over and Auth can check the user.
 // Thread-safety: Start/Stop from one thread; TransportOf and counters from any thread.
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -36,19 +38,27 @@ class Acceptor {
   ~Acceptor();
 
   uint16_t port() const { return port_; }
+  // Before Start(): look up each connection's peer uid at accept (one netlink query each).
+  void set_learn_peer_uids(bool on) { learn_uids_ = on; }
   // Starts handing connections to server (already started, and outliving Stop()).
   void Start(grpc::Server* server);
   void Stop();
 
   // "shm" / "tcp (reason)" for a peer string of a connection accepted here; "" if unknown.
   std::string TransportOf(const std::string& grpc_peer) const;
+  // The uid owning the peer's socket, if learnt (a connection within this host); none otherwise.
+  std::optional<uid_t> PeerUidOf(const std::string& grpc_peer) const;
   uint64_t accepted_shm() const { return accepted_shm_.load(); }
   uint64_t accepted_tcp() const { return accepted_tcp_.load(); }
 
  private:
   Acceptor() = default;
   void Loop(grpc::Server* server);
-  void Remember(const std::string& peer, const std::string& mode);
+  struct PeerInfo {
+    std::string mode;
+    std::optional<uid_t> uid;
+  };
+  void Remember(const std::string& peer, PeerInfo info);
 
   int listen_fd_ = -1;  // a SAN socket: closed with san_close
   uint16_t port_ = 0;
@@ -56,7 +66,8 @@ class Acceptor {
   std::thread thread_;
   std::atomic<uint64_t> accepted_shm_{0}, accepted_tcp_{0};
   mutable std::mutex mu_;
-  std::map<std::string, std::string> modes_;  // peer -> mode; bounded (oldest dropped)
+  bool learn_uids_ = false;
+  std::map<std::string, PeerInfo> peers_;  // bounded (oldest dropped)
   std::deque<std::string> order_;
 };
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,13 +58,18 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 }
 
 // Waits for pid up to timeout_s; kills it (SIGKILL) after that. Returns the wait status.
-int Reap(pid_t pid, double timeout_s, bool* timed_out) {
+int Reap(pid_t pid, double timeout_s, bool* timed_out, double* cpu_seconds) {
   const Clock::time_point end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   int status = 0;
+  rusage usage{};
   for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
+    const pid_t r = wait4(pid, &status, WNOHANG, &usage);
+    if (r == pid) {
+      *cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+      return status;
+    }
     if (r < 0 && errno != EINTR) return 0;
     if (Clock::now() >= end) {
       *timed_out = true;
@@ -91,7 +97,7 @@ RunResult RunProgram(const std::vector<std::string>& argv, const std::vector<std
     r.err = "spawn failed: " + argv[0];
     return r;
   }
-  const int status = Reap(pid, timeout_s, &r.timed_out);
+  const int status = Reap(pid, timeout_s, &r.timed_out, &r.cpu_seconds);
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
@@ -172,7 +178,8 @@ int Daemon::Stop() {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);
   bool timed_out = false;
-  const int status = Reap(pid_, 10, &timed_out);
+  double cpu_seconds = 0;
+  const int status = Reap(pid_, 10, &timed_out, &cpu_seconds);
   pid_ = -1;
   if (timed_out) return 999;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -16,6 +16,7 @@ struct RunResult {
   int signal = 0;
   bool timed_out = false;
   double seconds = 0;
+  double cpu_seconds = 0;  // user + system time of the program (not of its children)
   std::string out, err;
 };
 

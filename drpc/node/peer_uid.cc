@@ -1,0 +1,137 @@
+#include "node/peer_uid.h"
+
+#include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/unique_fd.h"
+
+namespace san::drpc {
+namespace {
+
+// An address reduced to family + raw bytes + port, IPv4-mapped IPv6 unmapped.
+struct Endpoint {
+  int family = 0;
+  uint8_t addr[16] = {};
+  uint16_t port_be = 0;  // network byte order
+};
+
+bool Reduce(const sockaddr_storage& ss, Endpoint* e) {
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    e->family = AF_INET;
+    memcpy(e->addr, &in->sin_addr, 4);
+    e->port_be = in->sin_port;
+    return true;
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    e->port_be = in6->sin6_port;
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      e->family = AF_INET;
+      memcpy(e->addr, in6->sin6_addr.s6_addr + 12, 4);
+    } else {
+      e->family = AF_INET6;
+      memcpy(e->addr, &in6->sin6_addr, 16);
+    }
+    return true;
+  }
+  return false;
+}
+
+bool IsLoopback(const Endpoint& e) {
+  if (e.family == AF_INET) return e.addr[0] == 127;
+  static const uint8_t kLoop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  return memcmp(e.addr, kLoop6, 16) == 0;
+}
+
+size_t AddrLen(int family) { return family == AF_INET ? 4 : 16; }
+
+}  // namespace
+
+bool PeerIsOnThisHost(const sockaddr_storage& local, const sockaddr_storage& peer) {
+  Endpoint l, p;
+  if (!Reduce(local, &l) || !Reduce(peer, &p) || l.family != p.family) return false;
+  return IsLoopback(p) || memcmp(l.addr, p.addr, AddrLen(l.family)) == 0;
+}
+
+Result<uid_t> LookupPeerUid(const sockaddr_storage& local, const sockaddr_storage& peer) {
+  if (!PeerIsOnThisHost(local, peer)) return Status(EPERM, "peer uid: not a local connection");
+  Endpoint l, p;
+  Reduce(local, &l);
+  Reduce(peer, &p);
+  // An IPv4-mapped connection lives in the IPv6 table: look it up the way it was made.
+  const int table = local.ss_family;
+
+  // The raw syscall: drpcd links the compat layer, which has no business with netlink sockets.
+  UniqueFd nl(static_cast<int>(
+      ::syscall(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)));
+  if (!nl.valid()) return Status::FromErrno("peer uid: socket(NETLINK_SOCK_DIAG)");
+  struct {
+    nlmsghdr nh;
+    inet_diag_req_v2 req;
+  } msg{};
+  msg.nh.nlmsg_len = sizeof msg;
+  msg.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.nh.nlmsg_flags = NLM_F_REQUEST;  // an exact lookup, not a dump
+  msg.nh.nlmsg_seq = 1;
+  msg.req.sdiag_family = static_cast<uint8_t>(table);
+  msg.req.sdiag_protocol = IPPROTO_TCP;
+  msg.req.idiag_states = ~0u;
+  // The socket we want: its local end is our peer, its remote end is us.
+  msg.req.id.idiag_sport = p.port_be;
+  msg.req.id.idiag_dport = l.port_be;
+  msg.req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+  msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  if (table == AF_INET) {
+    memcpy(msg.req.id.idiag_src, p.addr, 4);
+    memcpy(msg.req.id.idiag_dst, l.addr, 4);
+  } else {
+    // The table's own form of the addresses (mapped stays mapped).
+    const auto* pl = reinterpret_cast<const sockaddr_in6*>(&peer);
+    const auto* ll = reinterpret_cast<const sockaddr_in6*>(&local);
+    memcpy(msg.req.id.idiag_src, &pl->sin6_addr, 16);
+    memcpy(msg.req.id.idiag_dst, &ll->sin6_addr, 16);
+  }
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel),
+               sizeof kernel) != static_cast<ssize_t>(sizeof msg)) {
+    return Status::FromErrno("peer uid: sendto(netlink)");
+  }
+  // One answer: the socket (inet_diag_msg) or an error (NLMSG_ERROR, e.g. -ENOENT). Bounded wait:
+  // the kernel answers at once.
+  pollfd pfd{nl.get(), POLLIN, 0};
+  if (::poll(&pfd, 1, 1000) != 1) return Status(ETIMEDOUT, "peer uid: netlink answer");
+  alignas(nlmsghdr) char buf[8192];
+  const ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+  if (n < 0) return Status::FromErrno("peer uid: recv(netlink)");
+  int len = static_cast<int>(n);
+  for (const nlmsghdr* h = reinterpret_cast<const nlmsghdr*>(buf); NLMSG_OK(h, len);
+       h = NLMSG_NEXT(h, len)) {
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) break;
+      const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+      return Status(err->error ? -err->error : ENOENT, "peer uid: inet_diag lookup");
+    }
+    if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+        h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+      continue;
+    }
+    const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+    // The kernel matched on the 4-tuple; check it is the one we asked for all the same.
+    if (m->id.idiag_sport != p.port_be || m->id.idiag_dport != l.port_be) continue;
+    return static_cast<uid_t>(m->idiag_uid);
+  }
+  return Status(ENOENT, "peer uid: inet_diag lookup");
+}
+
+}  // namespace san::drpc
