@@ -3,10 +3,13 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+
+#include "net/file_source.h"
 
 namespace san::ftp {
 namespace {
@@ -49,6 +52,7 @@ Status FtpClient::Open(const std::string& host, uint16_t port) {
   }
   freeaddrinfo(res);
   if (!control_.valid()) return last;
+  control_.SetNoDelay();
   reader_.emplace(control_, 64 * 1024);
   Result<Reply> greeting = ReadReply();
   if (!greeting.ok()) return greeting.status();
@@ -57,8 +61,10 @@ Status FtpClient::Open(const std::string& host, uint16_t port) {
   if (options_.san_upgrade && !control_.Accelerated()) {
     Result<Reply> feat = Command("FEAT");
     if (feat.ok() && feat->code == 211 && feat->text.find("AUTH SAN") != std::string::npos) {
-      Result<Reply> auth = Command("AUTH SAN");
-      if (auth.ok() && auth->code == 234) {
+      // The server starts the upgrade right behind its 234: read exactly the reply.
+      const Status sent = SendLine("AUTH SAN");
+      Result<Reply> auth = sent.ok() ? ReadReply(true) : Result<Reply>(sent);
+      if (auth.ok() && auth->code == 234 && reader_->buffered() == 0) {
         const Status up = control_.Upgrade();
         if (options_.verbose) {
           fprintf(stderr, "--- control connection: %s\n",
@@ -84,12 +90,12 @@ Status FtpClient::SendLine(const std::string& line) {
   return control_.SendAll(wire, options_.timeout_ms);
 }
 
-Result<Reply> FtpClient::ReadReply() {
+Result<Reply> FtpClient::ReadReply(bool exact) {
   if (!reader_) return Status(ENOTCONN, "not connected");
   ReplyAssembler assembler;
   std::string line;
   while (true) {
-    const LineReader::Outcome got = reader_->Next(options_.timeout_ms, &line);
+    const LineReader::Outcome got = reader_->Next(options_.timeout_ms, &line, exact);
     if (got == LineReader::Outcome::kTimeout) return Status(ETIMEDOUT, "reply");
     if (got != LineReader::Outcome::kLine) {
       Close();
@@ -208,9 +214,10 @@ Result<TransferStats> FtpClient::Retrieve(const std::string& remote, int fd, uin
   if (!data.ok()) return data.status();
   TransferStats stats;
   auto buf = std::make_unique<char[]>(kChunk);
-  bool ok = true;
-  while (true) {
-    Result<size_t> got = data->Recv(buf.get(), kChunk, options_.timeout_ms);
+  // A blocking receive (see Socket::RecvWaiting): lets a sanlib server write straight into buf.
+  bool ok = data->SetReceiveTimeout(options_.timeout_ms).ok();
+  while (ok) {
+    Result<size_t> got = data->RecvWaiting(buf.get(), kChunk);
     if (!got.ok()) {
       ok = false;
       break;
@@ -245,21 +252,41 @@ Result<TransferStats> FtpClient::Store(const std::string& remote, int fd, bool a
   Result<Socket> data = StartTransfer((append ? "APPE " : "STOR ") + remote);
   if (!data.ok()) return data.status();
   TransferStats stats;
-  auto buf = std::make_unique<char[]>(kChunk);
+  // From a leased mapping of the file where possible (san_send copies from the page cache);
+  // over kernel TCP the kernel copies anyway, and a buffer is as good.
+  FileSource source(fd, data->Accelerated(), kChunk);
   bool ok = true;
-  while (true) {
-    const ssize_t n = ::read(fd, buf.get(), kChunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
+  int waited_ms = 0;  // for a stalled server, in slices while on the mapping (FileSource)
+  while (ok) {
+    Result<FileSource::Chunk> chunk = source.Next();
+    if (!chunk.ok()) {
       ok = false;
       break;
     }
-    if (n == 0) break;
-    if (!data->SendAll(buf.get(), static_cast<size_t>(n), options_.timeout_ms).ok()) {
-      ok = false;
-      break;
+    if (chunk->size == 0) break;
+    const char* p = chunk->data;
+    size_t left = chunk->size;
+    while (left > 0) {
+      p = source.Pin(p, left);  // mapped memory is ours only while the file's lease holds
+      Result<size_t> sent = data->SendSome(p, left);
+      if (!sent.ok()) {
+        ok = false;
+        break;
+      }
+      if (*sent > 0) {
+        p += *sent;
+        left -= *sent;
+        waited_ms = 0;
+        continue;
+      }
+      const int slice = source.mapped() ? std::min(options_.timeout_ms, FileSource::kLeaseCheckMs)
+                                        : options_.timeout_ms;
+      if (!data->Writable(slice) && (waited_ms += slice) >= options_.timeout_ms) {
+        ok = false;
+        break;
+      }
     }
-    stats.bytes += static_cast<uint64_t>(n);
+    stats.bytes += chunk->size - left;
     if (options_.progress) options_.progress(stats.bytes);
   }
   stats.seconds = Since(start);

@@ -61,7 +61,8 @@ class FtpClient {
   ClientOptions& options() { return options_; }
 
  private:
-  Result<Reply> ReadReply();
+  // exact: read nothing past the reply (see LineReader::Next).
+  Result<Reply> ReadReply(bool exact = false);
   Status SendLine(const std::string& line);
   // Opens the data connection for one transfer command; returns it after the server's 1xx.
   Result<Socket> StartTransfer(const std::string& command);

@@ -1,18 +1,25 @@
 #!/bin/sh
 # ftp-bench: SOVIA Table I on today's stack (issue 5). Files of 19,090,223 and 145,864,380 bytes on
-# tmpfs, each fetched (get) and stored (put), in one run:
+# tmpfs, each fetched (get) and stored (put):
 #   san    ftp_client <-> ftpd, both on sanlib (control upgraded, data over shm)
 #   tcp    the same two programs with SAN_PROVIDER=off (kernel TCP for everything)
 #   vsftpd vsftpd -> lftp over kernel TCP (get: lftp get; put: lftp put)
 #   cp     a local cp of the same file (memory speed on this machine)
-# MB/s = 10^6 bytes / second of wall time of the client command (connect, login and teardown
-# included, as a user sees it); for ftp_client also "xfer": the transfer alone, from the time the
-# client reports ("N bytes in S s"). Every copy is compared with its source. Median of the runs.
-# Usage: ftp-bench.sh <build dir> [runs]   (e.g. build/release). Needs root for vsftpd's
-# anonymous upload directory. Prints; never fails because the machine is slow.
+# Every run measures all four back to back (same-run baselines); the table gives the median of
+# the runs and, below it, min-max. MB/s = 10^6 bytes / second of wall time of the client command
+# (connect, login and teardown included, as a user sees it); "xfer" is the transfer alone as
+# ftp_client reports it ("N bytes in S s"). Every copy is compared with its source; a failed or
+# timed-out transfer counts as "-" and is reported on stderr.
+# Bounded: every command runs under timeout(1) (45 s), lftp and ftp_client have 20 s network
+# timeouts, and no new measurement starts once the budget (default 480 s) is spent, so an
+# invocation ends within budget + 50 s (under 10 minutes by default) even if every peer hangs.
+# Usage: ftp-bench.sh <build dir> [runs] [budget seconds]   (e.g. build/release 5)
+# Needs root for vsftpd's anonymous upload directory (vsftpd is skipped otherwise).
 set -u
 B=$(cd "${1:-build/release}" && pwd)
-RUNS=${2:-3}
+RUNS=${2:-5}
+BUDGET=${3:-480}
+STEP_TIMEOUT=45
 FTPD="$B/bin/ftpd"
 CLIENT="$B/bin/ftp_client"
 for t in "$FTPD" "$CLIENT"; do
@@ -22,13 +29,27 @@ BASE=/dev/shm
 [ -d "$BASE" ] || BASE=/tmp
 TMP=$(mktemp -d "$BASE/ftp-bench.XXXXXX")
 chmod 755 "$TMP"
-trap 'pkill -P $$ 2>/dev/null; rm -rf "$TMP"' EXIT
+SAN_PID=""; TCP_PID=""; VS_PID=""
+cleanup() {
+  for p in $SAN_PID $TCP_PID $VS_PID; do kill "$p" 2> /dev/null; done
+  for p in $SAN_PID $TCP_PID $VS_PID; do wait "$p" 2> /dev/null; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 SIZES="19090223 145864380"
+START=$(date +%s)
 
 now() { date +%s.%N; }
-mbps() { echo "$1 $2 $3" | awk '{ s = $3 - $2; if (s <= 0) s = 1e-9; printf "%.1f", $1 / s / 1e6 }'; }
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else print a[int((NR + 1) / 2)] }'; }
-same() { cmp -s "$1" "$2" || { echo "ftp-bench: $2 differs from $1" >&2; echo bad; }; }
+mbps() { echo "$1 $2 $3" | awk '{ s = $3 - $2; if (s <= 0) s = 1e-9; printf "%.0f", $1 / s / 1e6 }'; }
+# stats "v1 v2 ...": "median min-max" of the numeric values ("-" when there are none).
+stats() {
+  echo "$1" | tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -n |
+    awk '{ a[NR] = $1 } END { if (NR == 0) print "- -"; else printf "%s %s-%s\n", a[int((NR + 1) / 2)], a[1], a[NR] }'
+}
+same() { cmp -s "$1" "$2"; }
+bounded() { timeout -k 5 "$STEP_TIMEOUT" "$@"; }
+over_budget() { [ $(($(date +%s) - START)) -ge "$BUDGET" ]; }
 
 mkdir -p "$TMP/root/up" "$TMP/local" "$TMP/anon/incoming" "$TMP/empty"
 for s in $SIZES; do
@@ -37,43 +58,58 @@ for s in $SIZES; do
   chmod 644 "$TMP/anon/f$s"
 done
 
-# Our ftpd, standalone, one account whose root is $TMP/root.
+# Our ftpd, standalone, one account whose root is $TMP/root: one daemon on sanlib, one with
+# SAN_PROVIDER=off; each session is a fresh ftpd image either way.
 # A SHA-512 crypt hash when openssl can make one (cheaper to check than ftpd's yescrypt default).
 HASH=$(openssl passwd -6 bench 2> /dev/null || echo bench | "$FTPD" --hash-password)
 echo "bench:$HASH:$TMP/root:rw" > "$TMP/users"
-start_ftpd() {  # $1: one environment assignment for ftpd
-  rm -f "$TMP/port"
-  env $1 "$FTPD" -D --listen-address 127.0.0.1 --port 0 --port-file "$TMP/port" \
-    --users-file "$TMP/users" --login-fail-delay-ms 0 > "$TMP/ftpd.log" 2>&1 &
-  FTPD_PID=$!
-  i=0
-  while [ ! -s "$TMP/port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-  PORT=$(cat "$TMP/port" 2>/dev/null)
+# --chroot no: a chrooted session (ftpd as root) has no /proc for sanlib's shm set-up (docs/ftp.md,
+# "The jail"); older ftpd builds do not know the flag (and never chroot).
+CHROOT_FLAG=""
+"$FTPD" --help 2> /dev/null | grep -q -- '--chroot' && CHROOT_FLAG="--chroot=no"
+start_ftpd() {  # <name> <one environment assignment>; sets <name>_PID and <name>_PORT
+  local name=$1 tries=0
+  rm -f "$TMP/port.$name"
+  env "$2" "$FTPD" -D --listen-address 127.0.0.1 --port 0 --port-file "$TMP/port.$name" \
+    --users-file "$TMP/users" --login-fail-delay-ms 0 $CHROOT_FLAG > "$TMP/ftpd.$name.log" 2>&1 &
+  eval "${name}_PID=$!"
+  while [ ! -s "$TMP/port.$name" ] && [ $tries -lt 100 ]; do sleep 0.05; tries=$((tries + 1)); done
+  eval "${name}_PORT=$(cat "$TMP/port.$name" 2> /dev/null || echo 0)"
 }
-stop_ftpd() { kill "$FTPD_PID" 2>/dev/null; wait "$FTPD_PID" 2>/dev/null; }
+start_ftpd SAN FTP_BENCH=san
+start_ftpd TCP SAN_PROVIDER=off
 
-# ours <env> <size> <get|put>: one transfer with ftp_client; prints "wallMB/s:xferMB/s"
+# ours <env> <port> <size> <get|put>: one transfer with ftp_client; prints "wall:xfer" MB/s
 ours() {
-  url="ftp://bench:bench@127.0.0.1:$PORT"
+  local env=$1 port=$2 size=$3 op=$4 url out t0 t1 rc xfer
+  url="ftp://bench:bench@127.0.0.1:$port"
   out="$TMP/local/got"
-  rm -f "$out" "$TMP/root/up/f$2"
-  if [ "$3" = get ]; then
-    t0=$(now); env $1 "$CLIENT" "$url/f$2" -o "$out" > "$TMP/client.log" 2>&1; t1=$(now)
-    [ "$(same "$TMP/root/f$2" "$out")" = bad ] && return
+  rm -f "$out" "$TMP/root/up/f$size"
+  t0=$(now)
+  if [ "$op" = get ]; then
+    bounded env "$env" "$CLIENT" --timeout 20000 "$url/f$size" -o "$out" > "$TMP/client.log" 2>&1
   else
-    t0=$(now); env $1 "$CLIENT" --put "$TMP/root/f$2" "$url/up/f$2" > "$TMP/client.log" 2>&1
-    t1=$(now)
-    [ "$(same "$TMP/root/f$2" "$TMP/root/up/f$2")" = bad ] && return
+    bounded env "$env" "$CLIENT" --timeout 20000 --put "$TMP/root/f$size" "$url/up/f$size" \
+      > "$TMP/client.log" 2>&1
+  fi
+  rc=$?
+  t1=$(now)
+  [ "$op" = get ] || out="$TMP/root/up/f$size"
+  if [ $rc -ne 0 ] || ! same "$TMP/root/f$size" "$out"; then
+    echo "ftp-bench: ftp_client $env $op $size failed (exit $rc): $(tail -1 "$TMP/client.log")" >&2
+    echo "-:-"
+    return
   fi
   xfer=$(sed -n 's/^\([0-9]*\) bytes in \([0-9.]*\) s.*/\1 0 \2/p' "$TMP/client.log" | tail -1)
-  echo "$(mbps "$2" "$t0" "$t1"):$([ -n "$xfer" ] && mbps $xfer)"
+  echo "$(mbps "$size" "$t0" "$t1"):$([ -n "$xfer" ] && mbps $xfer || echo -)"
 }
 
 # vsftpd (anonymous, upload into incoming/) and lftp.
 VSFTPD_PORT=""
 if [ -x /usr/sbin/vsftpd ] && command -v lftp > /dev/null && id ftp > /dev/null 2>&1; then
   chown ftp "$TMP/anon/incoming"
-  VSFTPD_PORT=$((30000 + $$ % 20000))
+  # A free port: bind one with port 0 through python if there is one, else a guess.
+  VSFTPD_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2> /dev/null || echo $((30000 + $$ % 20000)))
   cat > "$TMP/vsftpd.conf" << CONF
 listen=YES
 listen_ipv6=NO
@@ -97,47 +133,81 @@ syslog_enable=NO
 vsftpd_log_file=$TMP/vsftpd.log
 CONF
   /usr/sbin/vsftpd "$TMP/vsftpd.conf" > "$TMP/vsftpd.out" 2>&1 &
+  VS_PID=$!
   sleep 0.5
 fi
+LFTP_SET="set net:max-retries 1; set net:timeout 20; set net:reconnect-interval-base 1; set ftp:ssl-allow no; set xfer:clobber yes"
 theirs() {  # <size> <get|put>
-  rm -f "$TMP/local/got" "$TMP/anon/incoming/f$1"
-  open="set net:max-retries 1; open -u anonymous,x ftp://127.0.0.1:$VSFTPD_PORT"
-  if [ "$2" = get ]; then
-    t0=$(now); lftp -c "$open; get f$1 -o $TMP/local/got" > /dev/null 2>&1; t1=$(now)
-    [ "$(same "$TMP/anon/f$1" "$TMP/local/got")" = bad ] && return
+  local size=$1 op=$2 open t0 t1 rc out
+  [ -n "$VSFTPD_PORT" ] || return
+  rm -f "$TMP/local/got" "$TMP/anon/incoming/f$size"
+  open="$LFTP_SET; open -u anonymous,x ftp://127.0.0.1:$VSFTPD_PORT"
+  t0=$(now)
+  if [ "$op" = get ]; then
+    bounded lftp -c "$open; get f$size -o $TMP/local/got" > "$TMP/lftp.log" 2>&1
+    rc=$?; out="$TMP/local/got"
   else
-    t0=$(now); lftp -c "$open; cd incoming; put $TMP/anon/f$1 -o f$1" > /dev/null 2>&1; t1=$(now)
-    [ "$(same "$TMP/anon/f$1" "$TMP/anon/incoming/f$1")" = bad ] && return
+    bounded lftp -c "$open; cd incoming; put $TMP/anon/f$size -o f$size" > "$TMP/lftp.log" 2>&1
+    rc=$?; out="$TMP/anon/incoming/f$size"
   fi
-  mbps "$1" "$t0" "$t1"
+  t1=$(now)
+  if [ $rc -ne 0 ] || ! same "$TMP/anon/f$size" "$out"; then
+    echo "ftp-bench: lftp $op $size failed (exit $rc): $(tail -1 "$TMP/lftp.log")" >&2
+    echo "-"
+    return
+  fi
+  mbps "$size" "$t0" "$t1"
 }
 copy() {  # <size>
+  local size=$1 t0 t1
   rm -f "$TMP/local/got"
-  t0=$(now); cp "$TMP/root/f$1" "$TMP/local/got"; t1=$(now)
-  mbps "$1" "$t0" "$t1"
+  t0=$(now); bounded cp "$TMP/root/f$size" "$TMP/local/got"; t1=$(now)
+  same "$TMP/root/f$size" "$TMP/local/got" && mbps "$size" "$t0" "$t1" || echo "-"
 }
 
-echo "ftp-bench: MB/s (10^6 B/s), median of $RUNS runs; files on $BASE"
-printf '%-10s %-4s %9s %9s %9s %9s %9s %9s %9s\n' size op san "san xfer" tcp "tcp xfer" \
-  vsftpd cp san/tcp
+# Results per row (size, op): space-separated lists in R_<size>_<op>_<column>.
+run=0
+while [ $run -lt "$RUNS" ]; do
+  if over_budget; then
+    echo "ftp-bench: time budget (${BUDGET}s) spent after $run runs" >&2
+    break
+  fi
+  for s in $SIZES; do
+    for op in get put; do
+      over_budget && continue  # the rest of this run is left out, not waited for
+      row="R_${s}_${op}"
+      v=$(ours FTP_BENCH=san "$SAN_PORT" "$s" $op)
+      eval "${row}_san=\"\${${row}_san:-} ${v%:*}\"; ${row}_sanx=\"\${${row}_sanx:-} ${v#*:}\""
+      v=$(ours SAN_PROVIDER=off "$TCP_PORT" "$s" $op)
+      eval "${row}_tcp=\"\${${row}_tcp:-} ${v%:*}\"; ${row}_tcpx=\"\${${row}_tcpx:-} ${v#*:}\""
+      v=$(theirs "$s" $op)
+      eval "${row}_vs=\"\${${row}_vs:-} $v\""
+      v=$(copy "$s")
+      eval "${row}_cp=\"\${${row}_cp:-} $v\""
+    done
+  done
+  run=$((run + 1))
+done
+
+echo "ftp-bench: MB/s (10^6 B/s) of wall time, median of $run runs (the last may be partial if the budget ran out), min-max below; files on $BASE"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs (shared machines: expect noise)"
+printf '%-10s %-4s %13s %13s %13s %13s %13s %13s %8s %8s %8s\n' size op san "san xfer" tcp \
+  "tcp xfer" vsftpd cp san/cp san/vsftpd xfer/cp
 for s in $SIZES; do
   for op in get put; do
-    san=""; tcp=""; vs=""; cpv=""
-    i=0
-    while [ $i -lt "$RUNS" ]; do
-      start_ftpd FTP_BENCH=san; san="$san $(ours FTP_BENCH=san "$s" $op)"; stop_ftpd
-      start_ftpd SAN_PROVIDER=off; tcp="$tcp $(ours SAN_PROVIDER=off "$s" $op)"; stop_ftpd
-      [ -n "$VSFTPD_PORT" ] && vs="$vs $(theirs "$s" $op)"
-      cpv="$cpv $(copy "$s")"
-      i=$((i + 1))
+    row="R_${s}_${op}"
+    line1=""; line2=""
+    for col in san sanx tcp tcpx vs cp; do
+      eval "vals=\"\${${row}_${col}:-}\""
+      set -- $(stats "$vals")
+      eval "med_$col=$1"
+      line1="$line1 $(printf '%13s' "$1")"
+      line2="$line2 $(printf '%13s' "$2")"
     done
-    sanx=$(for v in $san; do echo "${v#*:}"; done | tr '\n' ' ' | median)
-    tcpx=$(for v in $tcp; do echo "${v#*:}"; done | tr '\n' ' ' | median)
-    san=$(for v in $san; do echo "${v%:*}"; done | tr '\n' ' ' | median)
-    tcp=$(for v in $tcp; do echo "${v%:*}"; done | tr '\n' ' ' | median)
-    vs=$(echo "$vs" | median); cpv=$(echo "$cpv" | median)
-    ratio=$(echo "$san $tcp" | awk '{ if ($2 > 0 && $1 != "-") printf "%.2fx", $1 / $2; else print "-" }')
-    printf '%-10s %-4s %9s %9s %9s %9s %9s %9s %9s\n' "$s" "$op" "$san" "$sanx" "$tcp" "$tcpx" \
-      "$vs" "$cpv" "$ratio"
+    ratios=$(echo "$med_san $med_cp $med_vs $med_sanx" | awk '
+      function r(a, b) { return (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) ? sprintf("%.2f", a / b) : "-" }
+      { printf "%8s %8s %8s", r($1, $2), r($1, $3), r($4, $2) }')
+    printf '%-10s %-4s%s %s\n' "$s" "$op" "$line1" "$ratios"
+    printf '%-10s %-4s%s\n' "" "" "$line2"
   done
 done

@@ -2,6 +2,7 @@
 
 #include <crypt.h>
 
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -65,17 +66,27 @@ Result<Users> Users::Parse(std::string_view text, std::string* error) {
       if (colon == std::string::npos) break;
       pos = colon + 1;
     }
-    if (f.size() < 3 || f.size() > 4) return fail("expected name:hash:root[:rw|ro]");
-    Account a{f[0], f[1], f[2], true};
+    if (f.size() < 3 || f.size() > 5) return fail("expected name:hash:root[:rw|ro[:system-user]]");
+    Account a{f[0], f[1], f[2], true, ""};
     if (a.name.empty()) return fail("empty user name");
     if (a.hash.empty() || a.hash[0] != '$') return fail("hash is not a crypt(3) string");
     if (a.root.empty() || a.root[0] != '/') return fail("root must be an absolute path");
-    if (f.size() == 4) {
+    if (f.size() >= 4) {
       if (f[3] == "ro") {
         a.writable = false;
       } else if (f[3] != "rw") {
         return fail("access must be rw or ro");
       }
+    }
+    if (f.size() == 5 && !f[4].empty()) {
+      // A login name as useradd(8) accepts them (no option-like or path-like names).
+      const std::string& u = f[4];
+      bool good = !u.empty() && u.size() <= 32 && u[0] != '-';
+      for (char c : u) {
+        good = good && (isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+      }
+      if (!good) return fail("bad system user name");
+      a.system_user = u;
     }
     if (users.Find(a.name)) return fail("duplicate user " + a.name);
     users.accounts_.push_back(std::move(a));

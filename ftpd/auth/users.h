@@ -1,9 +1,11 @@
 // The users file: local FTP accounts with crypt(3) password hashes.
 //
 // Format, one account a line ('#' comments and blank lines ignored):
-//   name:hash:root[:rw|ro]
+//   name:hash:root[:rw|ro[:system-user]]
 // hash is a crypt(3) string (yescrypt "$y$...", SHA-512 "$6$..."; ftpd --hash-password makes one);
-// root is the account's jail (absolute); rw (default) allows uploads and changes, ro only reads.
+// root is the account's jail (absolute); rw (default) allows uploads and changes, ro only reads;
+// system-user (optional) is the local account whose uid/gid the session takes after login (ftpd
+// running as root), in place of --run-as: a uid per FTP account.
 // Parse is pure (unit-tested); Verify runs crypt_r and compares in constant time.
 // Thread-safety: an immutable value after Parse.
 #pragma once
@@ -22,6 +24,7 @@ struct Account {
   std::string hash;
   std::string root;
   bool writable = true;
+  std::string system_user;  // "" = ftpd's --run-as (or no switch)
 };
 
 class Users {

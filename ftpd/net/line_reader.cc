@@ -4,7 +4,7 @@
 
 namespace san::ftp {
 
-LineReader::Outcome LineReader::Next(int timeout_ms, std::string* line) {
+LineReader::Outcome LineReader::Next(int timeout_ms, std::string* line, bool exact) {
   while (true) {
     const size_t lf = buffer_.find('\n');
     if (lf != std::string::npos) {
@@ -31,7 +31,7 @@ LineReader::Outcome LineReader::Next(int timeout_ms, std::string* line) {
       return Outcome::kTooLong;
     }
     char chunk[4096];
-    Result<size_t> got = socket_.Recv(chunk, sizeof chunk, timeout_ms);
+    Result<size_t> got = socket_.Recv(chunk, exact ? 1 : sizeof chunk, timeout_ms);
     if (!got.ok()) {
       return got.status().code() == ETIMEDOUT ? Outcome::kTimeout : Outcome::kError;
     }

@@ -19,7 +19,10 @@ class LineReader {
   LineReader(const Socket& socket, size_t max_line) : socket_(socket), max_line_(max_line) {}
 
   // Next line without its terminator in *line; waits up to timeout_ms for more bytes.
-  Outcome Next(int timeout_ms, std::string* line);
+  // exact: never read past the line's LF (one byte per receive), for the last line before the
+  // peer switches protocols on the same connection (the reply to AUTH SAN: the server's upgrade
+  // bytes may follow it in the same segment and belong to san_upgrade, not to us).
+  Outcome Next(int timeout_ms, std::string* line, bool exact = false);
   // Bytes received but not yet returned as lines (must be 0 before an in-band upgrade).
   size_t buffered() const { return buffer_.size(); }
 

@@ -100,6 +100,25 @@ Result<size_t> Socket::Recv(void* buf, size_t len, int timeout_ms) const {
   }
 }
 
+Result<size_t> Socket::RecvWaiting(void* buf, size_t len) const {
+  while (true) {
+    const ssize_t got = san_recv(fd_, buf, len, 0);
+    if (got >= 0) return static_cast<size_t>(got);
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status(ETIMEDOUT, "recv");
+    if (errno != EINTR) return Status::FromErrno("recv");
+  }
+}
+
+Status Socket::SetReceiveTimeout(int timeout_ms) const {
+  timeval tv{};
+  tv.tv_sec = timeout_ms / 1000;
+  tv.tv_usec = (timeout_ms % 1000) * 1000;
+  if (san_setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+    return Status::FromErrno("setsockopt(SO_RCVTIMEO)");
+  }
+  return Status::Ok();
+}
+
 Result<size_t> Socket::SendSome(const void* data, size_t len) const {
   const ssize_t sent = san_send(fd_, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (sent >= 0) return static_cast<size_t>(sent);
@@ -145,6 +164,11 @@ bool Socket::Readable(int timeout_ms) const {
   return san_poll(&pf, 1, timeout_ms) > 0;
 }
 
+bool Socket::Writable(int timeout_ms) const {
+  pollfd pf{fd_, POLLOUT, 0};
+  return san_poll(&pf, 1, timeout_ms) > 0;
+}
+
 HostPort Socket::LocalAddress() const {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
@@ -187,6 +211,11 @@ bool Socket::Accelerated() const {
 Status Socket::Upgrade() const {
   if (san_upgrade(fd_) != 0) return Status::FromErrno("san_upgrade");
   return Status::Ok();
+}
+
+void Socket::SetNoDelay() const {
+  const int one = 1;
+  san_setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 void Socket::ShutdownWrite() const {

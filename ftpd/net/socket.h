@@ -51,6 +51,13 @@ class Socket {
   }
   // Receives up to len bytes (0: orderly EOF) within timeout_ms; ETIMEDOUT otherwise.
   Result<size_t> Recv(void* buf, size_t len, int timeout_ms) const;
+  // Receives up to len bytes (0: orderly EOF) in one blocking call, bounded by the socket's receive
+  // timeout (SetReceiveTimeout; ETIMEDOUT when it passes). Unlike Recv this sleeps inside
+  // san_recv, which is what lets sanlib offer the buffer to the sender as a single-copy window
+  // (SAN_SINGLE_COPY): the sender then writes straight into buf. The socket must be blocking.
+  Result<size_t> RecvWaiting(void* buf, size_t len) const;
+  // SO_RCVTIMEO: how long one RecvWaiting may wait (ms > 0).
+  Status SetReceiveTimeout(int timeout_ms) const;
   // One nonblocking send / receive: bytes moved, 0 when it would block (RecvSome: kAgain status
   // when it would block, 0 bytes for EOF).
   Result<size_t> SendSome(const void* data, size_t len) const;
@@ -61,6 +68,8 @@ class Socket {
   Result<size_t> SendFileSome(int file_fd, size_t len) const;
   // Is something readable now (data, EOF or error)?
   bool Readable(int timeout_ms) const;
+  // Can a send make progress (or fail) within timeout_ms?
+  bool Writable(int timeout_ms) const;
 
   HostPort LocalAddress() const;
   HostPort PeerAddress() const;
@@ -70,6 +79,10 @@ class Socket {
   // In-band upgrade of an established connection (san_upgrade).
   Status Upgrade() const;
 
+  // TCP_NODELAY: for the control connection, where every write is a whole reply or command and
+  // a reply must not wait for the ACK of the previous one. Without it, two small writes in a row
+  // (the in-band upgrade's) meet the peer's delayed ACK: 40 ms of nothing per session.
+  void SetNoDelay() const;
   void ShutdownWrite() const;
   void Close();
   int fd() const { return fd_; }

@@ -34,6 +34,7 @@ bool ParseConfig(int argc, char** argv, Config* c, std::string* error, std::stri
       ("xferlog", po::value(&c->xferlog), "transfer log (xferlog format)")
       ("banner", po::value(&c->banner)->default_value(c->banner), "220 greeting text")
       ("run-as", po::value(&c->run_as), "after login, sessions switch to this user (needs root)")
+      ("chroot", po::value(&c->chroot)->default_value(c->chroot), "chroot sessions into their root after login: auto (when root), yes, no")
       ("san-upgrade", po::value(&c->san_upgrade)->default_value(c->san_upgrade), "offer AUTH SAN (control connection upgrade)")
       ("hash-password", po::bool_switch(&c->hash_password), "read a password from stdin, print its crypt(3) hash");
   try {
@@ -64,6 +65,10 @@ bool ParseConfig(int argc, char** argv, Config* c, std::string* error, std::stri
   }
   if (c->max_line < 64 || c->max_line > static_cast<int>(kMaxCommandLine)) {
     *error = "max-line must be within 64.." + std::to_string(kMaxCommandLine);
+    return false;
+  }
+  if (c->chroot != "auto" && c->chroot != "yes" && c->chroot != "no") {
+    *error = "chroot must be auto, yes or no";
     return false;
   }
   if (c->anonymous && c->anon_root.empty()) {

@@ -32,6 +32,9 @@ struct Config {
   std::string xferlog;        // xferlog(5) path; "" = none
   std::string banner = "ftpd (sanlib) ready.";
   std::string run_as;         // after login, sessions drop root to this user ("" = keep uid)
+  // chroot(2) into the session's root after login: "auto" (when running as root), "yes" (a
+  // session that cannot chroot is refused), "no" (openat2 confinement only).
+  std::string chroot = "auto";
   bool san_upgrade = true;    // offer AUTH SAN (control connection upgrade) in FEAT
   // Other actions instead of serving.
   bool hash_password = false; // read a password on stdin, print its crypt(3) hash

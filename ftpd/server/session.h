@@ -11,10 +11,13 @@
 // Thread-safety: single-threaded; a Session owns its sockets and is not shared.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "auth/users.h"
 #include "fs/jail.h"
@@ -45,6 +48,9 @@ class Session {
   void DoUser(const Command& cmd);
   void DoPass(const Command& cmd);
   bool DropPrivileges();
+  // chroot(2) into root when config and privileges say so (before DropPrivileges). False: the
+  // session must not go on (chroot = yes and it failed).
+  bool EnterChroot(const std::string& root);
   void DoAuth(const Command& cmd);
   void DoFeat();
   void DoOpts(const Command& cmd);
@@ -105,6 +111,8 @@ class Session {
   bool writable_ = false;
   int failed_logins_ = 0;
   std::optional<Jail> jail_;
+  bool chrooted_ = false;  // the process root is the session root (EnterChroot)
+  std::optional<std::pair<uid_t, gid_t>> run_as_ids_;  // the session user, looked up before chroot
   std::string cwd_ = "/";
 
   bool binary_ = false;  // TYPE A until TYPE I (RFC 959 default)

@@ -16,8 +16,10 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "fs/virtual_path.h"
+#include "net/file_source.h"
 #include "protocol/reply.h"
 #include "server/session.h"
 
@@ -230,7 +232,6 @@ Session::TransferEnd Session::WaitForData(const Socket& data, short events, int 
 Session::TransferEnd Session::SendFrom(int file_fd, const std::string* memory, const Socket& data,
                                        uint64_t* bytes) {
   const int timeout_ms = config_.data_timeout_s * 1000;
-  auto buf = std::make_unique<char[]>(kChunk);
   std::string converted;
   size_t mem_pos = 0;
   size_t since_check = 0;
@@ -239,6 +240,11 @@ Session::TransferEnd Session::SendFrom(int file_fd, const std::string* memory, c
   TransferEnd end = TransferEnd::kOk;
   // Kernel TCP and a file sent as is: the kernel moves it, no copy through our buffer.
   const bool by_sendfile = !memory && binary_ && !data.Accelerated();
+  // Otherwise a file goes from a leased mapping where it can (san_send copies from the page
+  // cache), else through a buffer; TYPE A converts every byte anyway, so it reads.
+  std::optional<FileSource> source;
+  if (!memory && !by_sendfile) source.emplace(file_fd, binary_, kChunk);
+  int waited_ms = 0;  // for a stalled peer while sending from the mapping
   while (true) {
     size_t n = 0;        // bytes of the file
     size_t on_wire = 0;  // bytes sent for them (TYPE A adds CRs)
@@ -256,27 +262,28 @@ Session::TransferEnd Session::SendFrom(int file_fd, const std::string* memory, c
       if (*sent == 0) break;  // end of file
       n = on_wire = *sent;
     } else {
+      const char* in = nullptr;
       if (memory) {
         n = std::min(kChunk, memory->size() - mem_pos);
-        memcpy(buf.get(), memory->data() + mem_pos, n);
+        in = memory->data() + mem_pos;
         mem_pos += n;
       } else {
-        const ssize_t r = ::read(file_fd, buf.get(), kChunk);
-        if (r < 0) {
-          if (errno == EINTR) continue;
+        Result<FileSource::Chunk> chunk = source->Next();
+        if (!chunk.ok()) {
           end = TransferEnd::kFileError;
           break;
         }
-        n = static_cast<size_t>(r);
+        in = chunk->data;
+        n = chunk->size;
       }
       if (n == 0) break;
-      const char* out = buf.get();
+      const char* out = in;
       size_t out_len = n;
       if (!binary_ && !memory) {  // TYPE A: LF -> CRLF on the wire (listings are CRLF already)
         converted.clear();
         for (size_t i = 0; i < n; ++i) {
-          if (buf[i] == '\n') converted.push_back('\r');
-          converted.push_back(buf[i]);
+          if (in[i] == '\n') converted.push_back('\r');
+          converted.push_back(in[i]);
         }
         out = converted.data();
         out_len = converted.size();
@@ -285,11 +292,29 @@ Session::TransferEnd Session::SendFrom(int file_fd, const std::string* memory, c
       // Send the chunk; wait (watching the control connection for ABOR) only when the peer is slow.
       size_t off = 0;
       while (off < out_len && end == TransferEnd::kOk) {
+        if (source && out == in) {
+          // Mapped memory is only ours while the file's lease holds: Pin says where the rest is.
+          const char* at = source->Pin(out + off, out_len - off);
+          if (at != out + off) {
+            out = in = at;
+            out_len -= off;
+            off = 0;
+          }
+        }
         Result<size_t> sent = data.SendSome(out + off, out_len - off);
         if (!sent.ok()) {
           end = TransferEnd::kDataError;
         } else if (*sent > 0) {
           off += *sent;
+          waited_ms = 0;
+        } else if (source && source->mapped()) {
+          // A writer waiting for our lease gets it by force after lease-break-time (45 s by
+          // default), and the mapping could then end under us: wait in slices, Pin between.
+          const int slice = std::min(timeout_ms, FileSource::kLeaseCheckMs);
+          end = WaitForData(data, POLLOUT, slice);
+          if (end == TransferEnd::kTimeout && (waited_ms += slice) < timeout_ms) {
+            end = TransferEnd::kOk;
+          }
         } else {
           end = WaitForData(data, POLLOUT, timeout_ms);
         }

@@ -174,12 +174,14 @@ void Process::Stop() {
   pid_ = -1;
 }
 
-FtpdServer::FtpdServer(std::vector<std::string> extra) {
+FtpdServer::FtpdServer(std::vector<std::string> extra, const std::string& alice_system_user) {
   root_ = dir_ / "root";
   mkdir(root_.c_str(), 0755);
   Result<std::string> hash = HashPassword("secret");
   if (!hash.ok()) return;
-  WriteFile(dir_ / "users", "alice:" + *hash + ":" + root_ + ":rw\nbob:" + *hash + ":" + root_ + ":ro\n");
+  std::string alice = "alice:" + *hash + ":" + root_ + ":rw";
+  if (!alice_system_user.empty()) alice.append(":").append(alice_system_user);
+  WriteFile(dir_ / "users", alice + "\nbob:" + *hash + ":" + root_ + ":ro\n");
   std::vector<std::string> argv = {FTPD_BIN, "-D", "--listen-address", "127.0.0.1", "-p", "0",
                                    "--port-file", dir_ / "port", "--users-file", dir_ / "users",
                                    "--xferlog", dir_ / "xferlog", "--login-fail-delay-ms", "50"};

@@ -52,11 +52,11 @@ class Process {
   int pid_ = -1;
 };
 
-// ftpd -D on 127.0.0.1 with user alice/secret (root: root(), read-write) and bob/secret
-// (root: root(), read-only); extra flags appended.
+// ftpd -D on 127.0.0.1 with user alice/secret (root: root(), read-write; system user
+// alice_system_user if given) and bob/secret (root: root(), read-only); extra flags appended.
 class FtpdServer {
  public:
-  explicit FtpdServer(std::vector<std::string> extra = {});
+  explicit FtpdServer(std::vector<std::string> extra = {}, const std::string& alice_system_user = "");
   bool ok() const { return port_ > 0; }
   int port() const { return port_; }
   const std::string& root() const { return root_; }
@@ -64,6 +64,7 @@ class FtpdServer {
   std::string xferlog() const { return dir_ / "xferlog"; }
   std::string url(const std::string& path, const std::string& user = "alice") const;
   std::string log() const { return ReadFile(dir_ / "ftpd.log"); }
+  int pid() const { return process_.pid(); }  // the daemon (sessions are its children)
 
  private:
   TempDir dir_;

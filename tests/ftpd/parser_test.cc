@@ -173,8 +173,13 @@ TEST(FtpUsers, ParseAndVerify) {
   ASSERT_TRUE(bob);
   EXPECT_FALSE(bob->writable);
   EXPECT_EQ(bob->root, "/srv/b");
+  auto with_user = Users::Parse("carol:" + *sha + ":/srv/c:rw:www-data\ndave:" + *sha + ":/srv/d:ro:\n", &err);
+  ASSERT_TRUE(with_user.ok()) << err;
+  EXPECT_EQ(with_user->Find("carol")->system_user, "www-data");
+  EXPECT_EQ(with_user->Find("dave")->system_user, "");  // empty field: ftpd's --run-as
   for (const char* bad : {"alice", "alice:$6$x:relative", "alice:plain:/r", ":$6$x:/r",
-                          "a:$6$x:/r:rx", "a:$6$x:/r\na:$6$y:/s"}) {
+                          "a:$6$x:/r:rx", "a:$6$x:/r\na:$6$y:/s", "a:$6$x:/r:rw:-o",
+                          "a:$6$x:/r:rw:../x", "a:$6$x:/r:rw:u:extra", "a:$6$x:/r:rw:a b"}) {
     std::string why;
     EXPECT_FALSE(Users::Parse(bad, &why).ok()) << bad;
     EXPECT_NE(why.find("line"), std::string::npos);

@@ -9,8 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <chrono>
+#include <cstdlib>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -402,6 +406,103 @@ TEST(FtpSession, RunAsDropsRootAfterLogin) {
   int code = 0;
   EXPECT_EQ(Fetch(c, "RETR root-only", &code), "");
   EXPECT_EQ(code, 550);  // the kernel's permission check applies to the session user
+}
+
+// A uid per account: alice's line names a system user, which her sessions become (and not
+// --run-as's); bob, without one, gets --run-as. Run as root only.
+TEST(FtpSession, AccountSystemUserOverridesRunAs) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  passwd* nobody = getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "no user nobody";
+  const uid_t nobody_uid = nobody->pw_uid;
+  FtpdServer s({"--run-as", "root"}, "nobody");
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(chown(s.root().c_str(), nobody_uid, nobody->pw_gid), 0);
+  {
+    RawClient c(s.port());
+    ASSERT_EQ(c.Login("alice"), 230);
+    std::string r150;
+    EXPECT_EQ(Upload(c, "STOR by-alice", "a", &r150), 226);
+  }
+  struct stat st {};
+  ASSERT_EQ(stat((s.root() + "/by-alice").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody_uid);
+  // An unknown system user: the login is refused, nothing runs as the wrong user.
+  FtpdServer bad({}, "no-such-user-ftpd");
+  ASSERT_TRUE(bad.ok());
+  RawClient c(bad.port());
+  EXPECT_EQ(c.Login("alice"), 421);
+}
+
+// The pids of the daemon's children (its sessions).
+std::vector<int> Children(int pid) {
+  std::vector<int> out;
+  std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
+                                 "/children"));
+  for (int child; in >> child;) out.push_back(child);
+  return out;
+}
+
+// The root directory of the daemon's only session, as the kernel sees it ("" if not exactly one).
+std::string SessionRoot(const FtpdServer& s) {
+  const std::vector<int> kids = Children(s.pid());
+  if (kids.size() != 1) return "";
+  char buf[4096];
+  const std::string link = "/proc/" + std::to_string(kids[0]) + "/root";
+  const ssize_t n = readlink(link.c_str(), buf, sizeof buf - 1);
+  return n < 0 ? "" : std::string(buf, static_cast<size_t>(n));
+}
+
+// Run by root, a session chroots into its root after login (and before run-as drops root), on
+// top of the openat2 jail; listings (native, no /bin/ls inside), transfers and the path checks
+// keep working in there, and --chroot no leaves the process root alone.
+TEST(FtpSession, RootSessionsAreChrootedIntoTheirRoot) {
+  if (geteuid() != 0) GTEST_SKIP() << "chroot needs root";
+  passwd* nobody = getpwnam("nobody");
+  TempDir outside;
+  WriteFile(outside / "secret", "SECRET");
+  {
+    std::vector<std::string> flags;
+    if (nobody) flags = {"--run-as", "nobody"};
+    FtpdServer s(flags);
+    ASSERT_TRUE(s.ok());
+    if (nobody) {
+      ASSERT_EQ(chown(s.root().c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+    }
+    WriteFile(s.root() + "/inside.txt", "inside");
+    ASSERT_EQ(symlink("/etc", (s.root() + "/etc_abs").c_str()), 0);
+    ASSERT_EQ(symlink(outside.path().c_str(), (s.root() + "/out").c_str()), 0);
+    RawClient c(s.port());
+    ASSERT_EQ(c.Login(), 230);
+    char real[PATH_MAX];
+    ASSERT_NE(realpath(s.root().c_str(), real), nullptr);
+    EXPECT_EQ(SessionRoot(s), real);  // the kernel's root of the session process
+    c.Send("STAT\r\n");
+    EXPECT_NE(c.Reply().find("Confinement: chroot + openat2"), std::string::npos);
+    int code = 0;
+    EXPECT_NE(Fetch(c, "LIST", &code).find("inside.txt"), std::string::npos);
+    EXPECT_EQ(code, 226);
+    EXPECT_EQ(Fetch(c, "RETR inside.txt", &code), "inside");
+    EXPECT_EQ(code, 226);
+    std::string r150;
+    EXPECT_EQ(Upload(c, "STOR made.txt", "made", &r150), 226);
+    EXPECT_EQ(ReadFile(s.root() + "/made.txt"), "made");
+    EXPECT_EQ(Fetch(c, "RETR etc_abs/passwd", &code), "");
+    EXPECT_EQ(code, 550);
+    EXPECT_EQ(Fetch(c, "RETR out/secret", &code), "");
+    EXPECT_EQ(code, 550);
+    EXPECT_EQ(c.Cmd("SIZE ../../../../etc/passwd"), 550);
+    EXPECT_EQ(c.Cmd("QUIT"), 221);
+    // xferlog (opened before the chroot) still got the records.
+    EXPECT_NE(ReadFile(s.xferlog()).find("made.txt"), std::string::npos);
+  }
+  FtpdServer plain({"--chroot", "no"});
+  ASSERT_TRUE(plain.ok());
+  RawClient c(plain.port());
+  ASSERT_EQ(c.Login(), 230);
+  EXPECT_EQ(SessionRoot(plain), "/");
+  c.Send("STAT\r\n");
+  EXPECT_NE(c.Reply().find("Confinement: openat2"), std::string::npos);
 }
 
 // A client that asks for AUTH SAN but does not speak the upgrade protocol: the session ends
