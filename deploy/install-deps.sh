@@ -25,3 +25,9 @@ PACKAGES="
 $SUDO apt-get update
 # shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $PACKAGES
+# pure-ftpd for the ftp_client interop test, unpacked beside vsftpd rather than installed (the two
+# packages conflict): deploy/ftpd/fetch-pure-ftpd.sh. Without it that one test skips.
+if [ ! -x /opt/pure-ftpd/usr/sbin/pure-ftpd ]; then
+  $SUDO "$(dirname "$0")/ftpd/fetch-pure-ftpd.sh" /opt/pure-ftpd > /dev/null ||
+    echo "install-deps: pure-ftpd not unpacked; FtpInterop.FtpClientAgainstPureFtpd will skip" >&2
+fi
