@@ -63,8 +63,8 @@ done
 # A SHA-512 crypt hash when openssl can make one (cheaper to check than ftpd's yescrypt default).
 HASH=$(openssl passwd -6 bench 2> /dev/null || echo bench | "$FTPD" --hash-password)
 echo "bench:$HASH:$TMP/root:rw" > "$TMP/users"
-# --chroot no: a chrooted session (ftpd as root) has no /proc for sanlib's shm set-up (docs/ftp.md,
-# "The jail"); older ftpd builds do not know the flag (and never chroot).
+# --chroot no: like the vsftpd it is compared with (chroot_local_user=NO), the session is not
+# chrooted; older ftpd builds do not know the flag (and never chroot).
 CHROOT_FLAG=""
 "$FTPD" --help 2> /dev/null | grep -q -- '--chroot' && CHROOT_FLAG="--chroot=no"
 start_ftpd() {  # <name> <one environment assignment>; sets <name>_PID and <name>_PORT

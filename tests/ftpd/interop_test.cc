@@ -1,5 +1,6 @@
 // Interop with real peers, all started by the tests on ports chosen at run time:
-//   - curl, lftp and tnftp against our ftpd (upload, byte-exact download, listing, resume with REST,
+//   - curl, lftp and tnftp against our ftpd (upload, byte-exact download, listing, resume with
+//   REST,
 //     rename, delete; passive and active): they are plain TCP clients, so the data path must
 //     fall back to TCP and still work;
 //   - our ftp_client against our ftpd: control upgraded (AUTH SAN) and data connections on shm;
@@ -63,12 +64,14 @@ std::string WriteRandomFile(const std::string& path, size_t n, unsigned seed) {
 }
 
 std::string Lftp(const std::string& open_url, const std::string& commands, bool passive) {
-  const std::string script = std::string("set ftp:ssl-allow no; set net:max-retries 1; "
-                                         "set net:timeout 10; set cmd:fail-exit yes; "
-                                         "set ftp:passive-mode ") +
+  const std::string script = std::string(
+                                 "set ftp:ssl-allow no; set net:max-retries 1; "
+                                 "set net:timeout 10; set cmd:fail-exit yes; "
+                                 "set ftp:passive-mode ") +
                              (passive ? "on" : "off") + "; open " + open_url + "; " + commands;
   RunResult r = RunProgram({"lftp", "-c", script}, 60);
-  return r.exit_code == 0 ? "ok:" + r.out : "FAILED(" + std::to_string(r.exit_code) + "): " + r.err + r.out;
+  return r.exit_code == 0 ? "ok:" + r.out
+                          : "FAILED(" + std::to_string(r.exit_code) + "): " + r.err + r.out;
 }
 
 TEST(FtpInterop, CurlUploadDownloadListResumePassiveAndActive) {
@@ -106,7 +109,7 @@ TEST(FtpInterop, CurlUploadDownloadListResumePassiveAndActive) {
   RunResult list = RunProgram({"curl", "-sS", s.url("")});
   EXPECT_NE(list.out.find("up.bin"), std::string::npos) << list.out;
   RunResult ops = RunProgram({"curl", "-sS", "-Q", "RNFR up.bin", "-Q", "RNTO moved.bin", "-Q",
-                       "DELE moved.bin", s.url("")});
+                              "DELE moved.bin", s.url("")});
   EXPECT_EQ(ops.exit_code, 0) << ops.err;
   EXPECT_FALSE(Exists(s.root() + "/up.bin"));
   EXPECT_FALSE(Exists(s.root() + "/moved.bin"));
@@ -124,9 +127,11 @@ TEST(FtpInterop, LftpPassiveAndActive) {
   for (bool passive : {true, false}) {
     SCOPED_TRACE(passive ? "passive" : "active");
     const std::string got = local / (passive ? "p.bin" : "a.bin");
-    std::string r = Lftp(open, "mkdir dir; put " + local / "src.bin" + " -o dir/up.bin; ls dir; get dir/up.bin -o " +
-                                   got + "; mv dir/up.bin dir/renamed.bin; cls dir",
-                         passive);
+    std::string r =
+        Lftp(open,
+             "mkdir dir; put " + local / "src.bin" + " -o dir/up.bin; ls dir; get dir/up.bin -o " +
+                 got + "; mv dir/up.bin dir/renamed.bin; cls dir",
+             passive);
     ASSERT_EQ(r.substr(0, 3), "ok:") << r;
     EXPECT_NE(r.find("up.bin"), std::string::npos) << r;
     EXPECT_NE(r.find("renamed.bin"), std::string::npos) << r;
@@ -153,12 +158,21 @@ TEST(FtpInterop, TnftpPassiveActiveResume) {
   WriteFile(local / "part.bin", ReadFile(local / "src.bin").substr(0, 333333));
   const std::string script =
       "user alice secret\nbinary\n"
-      "put " + local / "src.bin" + " up.bin\n"           // passive (EPSV)
-      "epsv4 off\nget up.bin " + local / "pasv.bin" + "\n"  // PASV
-      "passive off\nget up.bin " + local / "active.bin" + "\n"  // EPRT/PORT
-      "passive on\nreget up.bin " + local / "part.bin" + "\n"  // REST
+      "put " +
+      local / "src.bin" +
+      " up.bin\n"  // passive (EPSV)
+      "epsv4 off\nget up.bin " +
+      local / "pasv.bin" +
+      "\n"  // PASV
+      "passive off\nget up.bin " +
+      local / "active.bin" +
+      "\n"  // EPRT/PORT
+      "passive on\nreget up.bin " +
+      local / "part.bin" +
+      "\n"  // REST
       "rename up.bin moved.bin\nls\ndelete moved.bin\nbye\n";
-  RunResult r = RunProgram({"tnftp", "-n", "-v", "127.0.0.1", std::to_string(s.port())}, 60, script);
+  RunResult r =
+      RunProgram({"tnftp", "-n", "-v", "127.0.0.1", std::to_string(s.port())}, 60, script);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(Checksum(local / "pasv.bin"), sum) << r.out;
   EXPECT_EQ(Checksum(local / "active.bin"), sum) << r.out;
@@ -170,18 +184,20 @@ TEST(FtpInterop, TnftpPassiveActiveResume) {
 }
 
 TEST(FtpInterop, FtpClientAgainstFtpdIsAcceleratedBothWays) {
-  // --chroot no: run by root (CI), a chrooted session has no /proc, which sanlib's shm set-up
-  // reads (docs/ftp.md, "The jail"); its data connections would fall back to TCP.
-  FtpdServer s({"--chroot", "no"});
+  // Run by root (CI), the session chroots (--chroot auto): its data connections are shm all the
+  // same (sanlib's shm set-up does not need /proc).
+  FtpdServer s;
   ASSERT_TRUE(s.ok());
   TempDir local;
   const std::string sum = WriteRandomFile(local / "src.bin", 5 << 20, 3);
   for (const char* mode : {"--timeout=20000", "--active"}) {
     SCOPED_TRACE(mode);
-    RunResult put = RunProgram({FTP_CLIENT_BIN, "-v", mode, "--put", local / "src.bin", s.url("up.bin")});
+    RunResult put =
+        RunProgram({FTP_CLIENT_BIN, "-v", mode, "--put", local / "src.bin", s.url("up.bin")});
     ASSERT_EQ(put.exit_code, 0) << put.err;
     EXPECT_EQ(Checksum(s.root() + "/up.bin"), sum);
-    RunResult get = RunProgram({FTP_CLIENT_BIN, "-v", mode, s.url("up.bin"), "-o", local / "got.bin"});
+    RunResult get =
+        RunProgram({FTP_CLIENT_BIN, "-v", mode, s.url("up.bin"), "-o", local / "got.bin"});
     ASSERT_EQ(get.exit_code, 0) << get.err;
     EXPECT_EQ(Checksum(local / "got.bin"), sum);
     for (const RunResult* r : {&put, &get}) {
@@ -195,14 +211,15 @@ TEST(FtpInterop, FtpClientAgainstFtpdIsAcceleratedBothWays) {
     }
   }
   // Without the upgrade the control connection stays TCP, the data still goes over shm.
-  RunResult plain = RunProgram({FTP_CLIENT_BIN, "-v", "--no-upgrade", s.url("up.bin"), "-o", local / "g2.bin"});
+  RunResult plain =
+      RunProgram({FTP_CLIENT_BIN, "-v", "--no-upgrade", s.url("up.bin"), "-o", local / "g2.bin"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(plain.err.find("AUTH SAN"), std::string::npos);
   EXPECT_NE(plain.err.find("data path shm."), std::string::npos) << plain.err;
   // A client with sanlib switched off asks for AUTH SAN, declines the upgrade itself, and both
   // ends carry on over TCP.
-  RunResult off = RunProgram({"env", "SAN_PROVIDER=off", FTP_CLIENT_BIN, "-v", s.url("up.bin"), "-o",
-                              local / "g3.bin"});
+  RunResult off = RunProgram(
+      {"env", "SAN_PROVIDER=off", FTP_CLIENT_BIN, "-v", s.url("up.bin"), "-o", local / "g3.bin"});
   ASSERT_EQ(off.exit_code, 0) << off.err;
   EXPECT_EQ(Checksum(local / "g3.bin"), sum);
   EXPECT_NE(off.err.find("234 AUTH SAN"), std::string::npos) << off.err;
@@ -219,11 +236,16 @@ TEST(FtpInterop, FtpClientBatchExitCodesAndListing) {
   EXPECT_NE(list.out.find("there.txt"), std::string::npos);
   EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "not-a-url://x"}).exit_code, 1);
   EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "ftp://127.0.0.1:1/x", "-o", local / "x"}).exit_code, 2);
-  EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "ftp://alice:nope@127.0.0.1:" + std::to_string(s.port()) + "/x",
-                 "-o", local / "x"}).exit_code, 3);
+  EXPECT_EQ(
+      RunProgram({FTP_CLIENT_BIN, "ftp://alice:nope@127.0.0.1:" + std::to_string(s.port()) + "/x",
+                  "-o", local / "x"})
+          .exit_code,
+      3);
   EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, s.url("missing.txt"), "-o", local / "x"}).exit_code, 4);
   EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "--put", local / "no-such-file", s.url("")}).exit_code, 6);
-  EXPECT_EQ(RunProgram({FTP_CLIENT_BIN, "--put", s.root() + "/there.txt", s.url("", "bob")}).exit_code, 4);
+  EXPECT_EQ(
+      RunProgram({FTP_CLIENT_BIN, "--put", s.root() + "/there.txt", s.url("", "bob")}).exit_code,
+      4);
   RunResult out = RunProgram({FTP_CLIENT_BIN, s.url("there.txt"), "-o", "-"});
   EXPECT_EQ(out.exit_code, 0);
   EXPECT_EQ(out.out, "x");
@@ -236,8 +258,10 @@ TEST(FtpInterop, FtpClientInteractiveFromStdin) {
   WriteFile(local / "a.txt", "alpha\n");
   WriteFile(local / "b.txt", "beta\n");
   const std::string script = "user alice secret\nbinary\nmkdir d\ncd d\nmput " + local / "*.txt" +
-                             "\nls\npwd\nhash\nget a.txt " + local / "a2.txt" + "\nrename b.txt c.txt\n"
-                             "size c.txt\nlcd " + local / "m" + "\nmget *.txt\ndelete a.txt\npassive\ndir\nbye\n";
+                             "\nls\npwd\nhash\nget a.txt " + local / "a2.txt" +
+                             "\nrename b.txt c.txt\n"
+                             "size c.txt\nlcd " +
+                             local / "m" + "\nmget *.txt\ndelete a.txt\npassive\ndir\nbye\n";
   mkdir((local / "m").c_str(), 0755);
   RunResult r = RunProgram({FTP_CLIENT_BIN, "127.0.0.1", std::to_string(s.port())}, 30, script);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -301,9 +325,9 @@ TEST(FtpInterop, ClientUpgradesWhenThe234AndTheUpgradeShareASegment) {
     san_close(fd);  // the client's login then fails: only the upgrade is under test
   });
   TempDir local;
-  RunResult r = RunProgram({FTP_CLIENT_BIN, "-v", "--timeout=10000",
-                            "ftp://u:p@127.0.0.1:" + std::to_string(port) + "/x", "-o",
-                            local / "x"});
+  RunResult r =
+      RunProgram({FTP_CLIENT_BIN, "-v", "--timeout=10000",
+                  "ftp://u:p@127.0.0.1:" + std::to_string(port) + "/x", "-o", local / "x"});
   server.join();
   close(lfd);
   EXPECT_EQ(heard, "FEAT|AUTH SAN");
@@ -344,9 +368,9 @@ TEST(FtpInterop, FtpClientAgainstPureFtpd) {
   san::Result<std::string> hash = HashPassword("secret");
   ASSERT_TRUE(hash.ok());
   WriteFile(dir / "passwd", "alice:" + *hash + ":" + std::to_string(nobody->pw_uid) + ":" +
-                                std::to_string(nobody->pw_gid) + "::" + root +
-                                "/./::::::::::::\n");
-  RunResult pw = RunProgram({prefix + "/usr/bin/pure-pw", "mkdb", dir / "pdb", "-f", dir / "passwd"});
+                                std::to_string(nobody->pw_gid) + "::" + root + "/./::::::::::::\n");
+  RunResult pw =
+      RunProgram({prefix + "/usr/bin/pure-pw", "mkdb", dir / "pdb", "-f", dir / "passwd"});
   ASSERT_EQ(pw.exit_code, 0) << pw.out << pw.err;
   Process pure;
   int port = 0;
@@ -365,7 +389,8 @@ TEST(FtpInterop, FtpClientAgainstPureFtpd) {
   const std::string sum = Checksum(root + "/pub.bin");
   for (const char* mode : {"--timeout=20000", "--active"}) {
     SCOPED_TRACE(mode);
-    RunResult get = RunProgram({FTP_CLIENT_BIN, "-v", mode, base + "pub.bin", "-o", local / "pub.bin"});
+    RunResult get =
+        RunProgram({FTP_CLIENT_BIN, "-v", mode, base + "pub.bin", "-o", local / "pub.bin"});
     ASSERT_EQ(get.exit_code, 0) << get.err << ReadFile(dir / "pure.log");
     EXPECT_EQ(Checksum(local / "pub.bin"), sum);
     EXPECT_NE(get.err.find("--- data connection: tcp"), std::string::npos) << get.err;
@@ -378,7 +403,8 @@ TEST(FtpInterop, FtpClientAgainstPureFtpd) {
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_NE(list.out.find("pub.bin"), std::string::npos) << list.out;
   WriteFile(local / "part.bin", ReadFile(root + "/pub.bin").substr(0, 1000000));
-  RunResult resume = RunProgram({FTP_CLIENT_BIN, "-v", "--resume", base + "pub.bin", "-o", local / "part.bin"});
+  RunResult resume =
+      RunProgram({FTP_CLIENT_BIN, "-v", "--resume", base + "pub.bin", "-o", local / "part.bin"});
   ASSERT_EQ(resume.exit_code, 0) << resume.err;
   EXPECT_NE(resume.err.find("REST 1000000"), std::string::npos);
   EXPECT_EQ(Checksum(local / "part.bin"), sum);
@@ -412,12 +438,19 @@ TEST(FtpInterop, FtpClientAgainstVsftpd) {
     const int p = FreePort();
     WriteFile(dir / "vsftpd.conf",
               "listen=YES\nlisten_ipv6=NO\nbackground=NO\nlisten_address=127.0.0.1\n"
-              "listen_port=" + std::to_string(p) + "\n"
-              "anonymous_enable=YES\nlocal_enable=NO\nno_anon_password=YES\nanon_root=" + root + "\n"
-              "write_enable=YES\nanon_upload_enable=YES\nanon_umask=022\n"
-              "connect_from_port_20=NO\nseccomp_sandbox=NO\nisolate=NO\nisolate_network=NO\n"
-              "secure_chroot_dir=" + dir / "empty" + "\nxferlog_enable=NO\nsyslog_enable=NO\n"
-              "vsftpd_log_file=" + dir / "vsftpd.log" + "\ndual_log_enable=NO\n");
+              "listen_port=" +
+                  std::to_string(p) +
+                  "\n"
+                  "anonymous_enable=YES\nlocal_enable=NO\nno_anon_password=YES\nanon_root=" +
+                  root +
+                  "\n"
+                  "write_enable=YES\nanon_upload_enable=YES\nanon_umask=022\n"
+                  "connect_from_port_20=NO\nseccomp_sandbox=NO\nisolate=NO\nisolate_network=NO\n"
+                  "secure_chroot_dir=" +
+                  dir / "empty" +
+                  "\nxferlog_enable=NO\nsyslog_enable=NO\n"
+                  "vsftpd_log_file=" +
+                  dir / "vsftpd.log" + "\ndual_log_enable=NO\n");
     vsftpd.Stop();
     ASSERT_TRUE(vsftpd.Start({"/usr/sbin/vsftpd", dir / "vsftpd.conf"}, dir / "vsftpd.out"));
     if (WaitListening(p)) port = p;
@@ -428,13 +461,15 @@ TEST(FtpInterop, FtpClientAgainstVsftpd) {
   const std::string sum = Checksum(root + "/pub.bin");
   for (const char* mode : {"--timeout=20000", "--active"}) {
     SCOPED_TRACE(mode);
-    RunResult get = RunProgram({FTP_CLIENT_BIN, "-v", mode, base + "pub.bin", "-o", local / "pub.bin"});
+    RunResult get =
+        RunProgram({FTP_CLIENT_BIN, "-v", mode, base + "pub.bin", "-o", local / "pub.bin"});
     ASSERT_EQ(get.exit_code, 0) << get.err << ReadFile(dir / "vsftpd.out");
     EXPECT_EQ(Checksum(local / "pub.bin"), sum);
     EXPECT_NE(get.err.find("--- data connection: tcp"), std::string::npos) << get.err;
     EXPECT_NE(get.err.find("4194304 bytes in "), std::string::npos);
   }
-  RunResult put = RunProgram({FTP_CLIENT_BIN, "--put", local / "pub.bin", base + "incoming/up.bin"});
+  RunResult put =
+      RunProgram({FTP_CLIENT_BIN, "--put", local / "pub.bin", base + "incoming/up.bin"});
   ASSERT_EQ(put.exit_code, 0) << put.err;
   EXPECT_EQ(Checksum(root + "/incoming/up.bin"), sum);
   RunResult list = RunProgram({FTP_CLIENT_BIN, "--list", base});
@@ -442,7 +477,8 @@ TEST(FtpInterop, FtpClientAgainstVsftpd) {
   EXPECT_NE(list.out.find("pub.bin"), std::string::npos) << list.out;
   // A resumed download against a server we did not write (REST).
   WriteFile(local / "part.bin", ReadFile(root + "/pub.bin").substr(0, 1000000));
-  RunResult resume = RunProgram({FTP_CLIENT_BIN, "-v", "--resume", base + "pub.bin", "-o", local / "part.bin"});
+  RunResult resume =
+      RunProgram({FTP_CLIENT_BIN, "-v", "--resume", base + "pub.bin", "-o", local / "part.bin"});
   ASSERT_EQ(resume.exit_code, 0) << resume.err;
   EXPECT_NE(resume.err.find("REST 1000000"), std::string::npos);
   EXPECT_EQ(Checksum(local / "part.bin"), sum);
@@ -465,8 +501,7 @@ TEST(FtpInterop, FtpdUnderOpenbsdInetd) {
     const int p = FreePort();
     WriteFile(dir / "inetd.conf", "127.0.0.1:" + std::to_string(p) + " stream tcp nowait " +
                                       me->pw_name + " " + FTPD_BIN + " ftpd --users-file " +
-                                      dir / "users" + " --xferlog " + dir / "xferlog" +
-                                      " --chroot no\n");  // shm needs /proc (see above)
+                                      dir / "users" + " --xferlog " + dir / "xferlog" + "\n");
     inetd.Stop();
     ASSERT_TRUE(inetd.Start({"/usr/sbin/inetd", "-d", dir / "inetd.conf"}, dir / "inetd.log"));
     if (WaitListening(p)) port = p;

@@ -1,6 +1,8 @@
 #include "fabric/shm/rendezvous.h"
 
 #include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -135,15 +137,37 @@ int32_t PeerPid(int sock) {
   return cred.pid > 0 ? cred.pid : 0;
 }
 
+namespace {
+
+// Whether fd's file is the kernel's anonymous inode, which every eventfd shares (with epoll,
+// timerfd, signalfd...): never a file, pipe or socket of the sender's choosing.
+bool OnAnonInode(int fd) {
+  static const struct stat anon = [] {
+    struct stat st {};
+    const int e = eventfd(0, EFD_CLOEXEC);
+    if (e >= 0) {
+      fstat(e, &st);
+      close(e);
+    }
+    return st;
+  }();
+  struct stat st {};
+  return anon.st_ino != 0 && fstat(fd, &st) == 0 && st.st_dev == anon.st_dev &&
+         st.st_ino == anon.st_ino;
+}
+
+}  // namespace
+
 Status CheckEventFd(int fd) {
+  // /proc names the kind exactly; a process without /proc (a chrooted FTP session) checks that
+  // the fd is at least on the anonymous inode.
   char path[64];
   char target[64] = {};
   snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-  ssize_t n = readlink(path, target, sizeof(target) - 1);
-  if (n < 0) return Status::FromErrno("readlink(doorbell fd)");
-  if (std::strcmp(target, "anon_inode:[eventfd]") != 0) {
-    return Status(EPROTO, "shm rendezvous: doorbell is not an eventfd");
-  }
+  const ssize_t n = readlink(path, target, sizeof(target) - 1);
+  const bool is_eventfd = n >= 0 ? std::strcmp(target, "anon_inode:[eventfd]") == 0
+                                 : errno == ENOENT && OnAnonInode(fd);
+  if (!is_eventfd) return Status(EPROTO, "shm rendezvous: doorbell is not an eventfd");
   int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return Status::FromErrno("fcntl");
   return Status::Ok();
