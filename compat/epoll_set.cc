@@ -299,7 +299,8 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     std::vector<pollfd> fds{pollfd{epfd, POLLIN, 0}};
     std::vector<SleepWatch> watches;
     bool ready = false;
-    int set_wake = -1;  // this thread's eventfd, registered with the set (epoll_ctl wakes it)
+    bool new_edge = false;  // sleep for no time: collect again
+    int set_wake = -1;      // this thread's eventfd, registered with the set (epoll_ctl wakes it)
     int set_slot = -1;
     {
       std::shared_lock<std::shared_mutex> reg(r.lifetime);
@@ -312,12 +313,29 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       set->RefreshLocked(epfd);
       std::vector<SanSocket*> sockets;
       std::vector<short> interest;
+      // Edge-triggered members: what they last reported is no new edge while it lasts, so it
+      // must not end the sleep (an idle writable socket would keep us awake: gRPC registers
+      // every fd EPOLLIN|EPOLLOUT|EPOLLET). New data is: the doorbell rings for it, and data
+      // reaped since the collect is looked for below.
+      std::vector<short> quiet;
+      std::vector<const Member*> edges;
       for (const Member& m : set->members_) {
         if (m.pending || m.disabled) continue;
         sockets.push_back(m.socket);
         interest.push_back(static_cast<short>(m.events & kEventBits));
+        const bool quiet_edge = (m.events & EPOLLET) && m.reported && m.last_mask != 0;
+        quiet.push_back(quiet_edge ? static_cast<short>(m.last_mask) : 0);
+        if (quiet_edge) edges.push_back(&m);
       }
-      ready = ArmForSleep(sockets.data(), interest.data(), sockets.size(), &fds, &watches);
+      ready = ArmForSleep(sockets.data(), interest.data(), sockets.size(), &fds, &watches,
+                          quiet.data());
+      if (!ready) {
+        // Packets reaped while arming (by the re-check) rang no doorbell: if an edge member got
+        // any since its last report, that is a new edge to collect, not a reason to sleep.
+        for (const Member* m : edges) {
+          if (m->socket->stream->Stats().packets_received != m->last_packets) new_edge = true;
+        }
+      }
       if (!ready) {
         set_wake = ThisThreadWakeFd();
         set_slot = set_wake >= 0 ? set->sleepers_.Add(set_wake) : -1;
@@ -328,7 +346,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       round = -1;
       continue;
     }
-    const int timeout = set_slot < 0 && (left < 0 || left > 1) ? 1 : left;
+    const int timeout = new_edge ? 0 : set_slot < 0 && (left < 0 || left > 1) ? 1 : left;
     const int rc = kernel::ppoll(fds.data(), fds.size(), SleepTimeout(watches, timeout), sigmask);
     const int err = errno;
     if (rc <= 0) {

@@ -69,8 +69,11 @@ struct SleepWatch {
 };
 // Arms the doorbells of `sockets` and re-checks them: true if one is ready already (nothing armed
 // is left behind). Otherwise appends three pollfds per socket to `fds` and a watch to `watches`.
+// `quiet` (optional, one per socket): events that do not count as ready for this sleeper (an
+// edge-triggered epoll member's bits already reported: their level is no new edge).
 bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
-                 std::vector<pollfd>* fds, std::vector<SleepWatch>* watches);
+                 std::vector<pollfd>* fds, std::vector<SleepWatch>* watches,
+                 const short* quiet = nullptr);
 // After the poll over `fds`: consumes the doorbells that rang, notices peer death, and ends the
 // watches. With `revalidate`, a socket no longer published under its fd (closed meanwhile) is
 // skipped instead of touched (the caller holds the table's lifetime pin).

@@ -71,7 +71,7 @@ void CheckKernelSide(SanSocket& s) {
 }
 
 bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
-                 std::vector<pollfd>* fds, std::vector<SleepWatch>* watches) {
+                 std::vector<pollfd>* fds, std::vector<SleepWatch>* watches, const short* quiet) {
   // Arm every doorbell first, then re-check: anything arriving after the check rings one.
   // Registered before we count as a sleeper: a thread that sees us counted must find our wake fd
   // (else a writer slept forever on a window another thread opened).
@@ -83,7 +83,9 @@ bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
     s.sleepers.fetch_add(1, std::memory_order_acq_rel);
     // A moved connection (tcp_move.h) waits on its kernel socket: the SAN side is silent for good.
     const bool moved = s.stream->Moved();
-    if ((!moved && !s.stream->endpoint().Arm()) || SocketRevents(s, events[armed])) {
+    const short ready_now =
+        static_cast<short>(SocketRevents(s, events[armed]) & ~(quiet ? quiet[armed] : 0));
+    if ((!moved && !s.stream->endpoint().Arm()) || ready_now) {
       for (size_t i = 0; i <= armed; ++i) {
         sockets[i]->sleepers.fetch_sub(1, std::memory_order_acq_rel);
         sockets[i]->waiters.Remove(slots[i], wake);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -89,6 +90,33 @@ TEST_P(EpollTest, EdgeTriggeredReportsNewDataOnly) {
   Send(pair_.client, "b");
   EXPECT_EQ(Wait(2000), (Events{{1, EPOLLIN}}));
   EXPECT_EQ(Drain(pair_.server), "ab");
+}
+
+// gRPC registers every fd EPOLLIN|EPOLLOUT|EPOLLET: an idle, writable socket reports EPOLLOUT once
+// and then the wait must really sleep (CPU time far below the wall time), and still wake for data.
+TEST_P(EpollTest, EdgeTriggeredIdleWritableSocketSleeps) {
+  ASSERT_EQ(Add(pair_.client, EPOLLIN | EPOLLOUT | EPOLLET, 4), 0);
+  EXPECT_EQ(Wait(2000), (Events{{4, EPOLLOUT}}));
+  auto cpu_ms = [] {
+    rusage u{};
+    getrusage(RUSAGE_THREAD, &u);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 +
+           (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+  };
+  const double cpu_before = cpu_ms();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Wait(300), Events{}) << "nothing new: no new edge";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(290));
+  EXPECT_LT(cpu_ms() - cpu_before, 100.0) << "the wait spun instead of sleeping";
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Send(pair_.server, "x");
+  });
+  const Events got = Wait(5000);
+  later.join();
+  ASSERT_EQ(got.count(4), 1u);
+  EXPECT_TRUE(got.at(4) & EPOLLIN);
+  EXPECT_EQ(Drain(pair_.client), "x");
 }
 
 TEST_P(EpollTest, OneShotUntilRearmed) {
