@@ -177,7 +177,7 @@ class Endpoint {
   // a probe the kernel must permit); false for good after any refusal (WriteWindow's EPERM too).
   virtual bool CanWriteWindows() { return false; }
   // Whether the peer could write into a window this process exposes (shm: only the process the
-  // peer validated at set-up, not a fork child or an importer). Cheap; one getpid().
+  // peer validated at set-up, not a fork child or an importer). Cheap: no syscall.
   virtual bool CanExposeWindows() const { return false; }
   // Receiving thread. Exposes [addr, addr+length); at most one window at a time (a second Expose
   // before RevokeWindow is EBUSY). The memory must stay valid until RevokeWindow returns.

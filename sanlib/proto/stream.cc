@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/spin_lock.h"
+#include "common/this_pid.h"
 #include "proto/flow_control.h"
 #include "proto/wire.h"
 
@@ -35,21 +36,6 @@ constexpr uint32_t kBigMemory = 8;
 // unposted combined bytes; then done.
 enum RelayPhase : uint8_t { kRelayHeader = 0, kRelayEcho = 1, kRelayUnsent = 2, kRelayDone = 3 };
 constexpr size_t kRelayChunk = 16384;
-
-// getpid() without a syscall per call: windows belong to the process that offered them (after
-// fork the child has the same buffer addresses as its parent).
-std::atomic<pid_t> g_pid{0};
-pid_t CurrentPid() {
-  pid_t pid = g_pid.load(std::memory_order_relaxed);
-  if (pid == 0) {
-    static const int registered =
-        pthread_atfork(nullptr, nullptr, [] { g_pid.store(0, std::memory_order_relaxed); });
-    (void)registered;
-    pid = getpid();
-    g_pid.store(pid, std::memory_order_relaxed);
-  }
-  return pid;
-}
 
 struct RecvEntry {
   uint32_t buffer;
@@ -275,7 +261,7 @@ class Stream::Locked {
 
   bool OwnsWindow(const void* buffer) const {
     return sh_.win_open && sh_.win_addr == reinterpret_cast<uintptr_t>(buffer) &&
-           sh_.win_pid == CurrentPid();
+           sh_.win_pid == ThisPid();
   }
 
   // Receiving side: with nothing queued, expose `buf` and advertise it. False: not now (the
@@ -307,7 +293,7 @@ class Stream::Locked {
     }
     sh_.win_open = true;
     sh_.win_put = false;
-    sh_.win_pid = CurrentPid();
+    sh_.win_pid = ThisPid();
     sh_.win_generation = key->generation;
     sh_.win_len = len;
     sh_.win_put_len = 0;

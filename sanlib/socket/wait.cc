@@ -7,6 +7,7 @@
 
 #include "common/fd_placement.h"
 #include "common/log.h"
+#include "common/this_pid.h"
 #include "socket/kernel.h"
 #include "socket/socket_ops.h"
 
@@ -27,7 +28,7 @@ int ThisThreadWakeFd() {
     }
   };
   thread_local Holder holder;
-  const pid_t pid = getpid();
+  const pid_t pid = ThisPid();
   if (holder.fd >= 0 && holder.pid == pid) return holder.fd;
   // A fork child's copy names the parent's eventfd: leave that to the parent, make our own.
   if (holder.fd >= 0) kernel::close(holder.fd);

@@ -18,6 +18,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/this_pid.h"
+
 namespace san {
 
 class WaiterSet {
@@ -32,7 +34,7 @@ class WaiterSet {
   // caller then sleeps in short slices instead of relying on a wake-up).
   int Add(int wake_fd) {
     const uint64_t mine = Pack(wake_fd);
-    const uint32_t pid = static_cast<uint32_t>(getpid());
+    const uint32_t pid = static_cast<uint32_t>(ThisPid());
     for (int i = 0; i < kSlots; ++i) {
       uint64_t seen = slots_[i].load(std::memory_order_relaxed);
       if (seen != kEmpty && PidOf(seen) == pid) continue;
@@ -48,7 +50,7 @@ class WaiterSet {
   }
   // Rings every sleeper of this process.
   void Wake() {
-    const uint32_t pid = static_cast<uint32_t>(getpid());
+    const uint32_t pid = static_cast<uint32_t>(ThisPid());
     for (std::atomic<uint64_t>& s : slots_) {
       const uint64_t v = s.load(std::memory_order_acquire);
       if (v != kEmpty && PidOf(v) == pid) eventfd_write(static_cast<int>(v & 0xffffffffu), 1);
@@ -58,7 +60,7 @@ class WaiterSet {
  private:
   static constexpr uint64_t kEmpty = ~uint64_t{0};
   static uint64_t Pack(int fd) {
-    return (uint64_t{static_cast<uint32_t>(getpid())} << 32) | static_cast<uint32_t>(fd);
+    return (uint64_t{static_cast<uint32_t>(ThisPid())} << 32) | static_cast<uint32_t>(fd);
   }
   static uint32_t PidOf(uint64_t v) { return static_cast<uint32_t>(v >> 32); }
 

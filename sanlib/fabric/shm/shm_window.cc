@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/this_pid.h"
 #include "fabric/shm/shm_endpoint.h"
 
 namespace san::fabric::shm {
@@ -64,7 +65,7 @@ bool ShmEndpoint::CanWriteWindows() {
 }
 
 bool ShmEndpoint::CanExposeWindows() const {
-  return parts_.self_pid_seen > 0 && getpid() == parts_.self_pid_seen &&
+  return parts_.self_pid_seen > 0 && ThisPid() == parts_.self_pid_seen &&
          local_->connected.load(std::memory_order_relaxed) != 0;
 }
 
@@ -150,7 +151,8 @@ Result<size_t> ShmEndpoint::WriteWindow(const WindowKey& key, const Segment* seg
     local[i] = iovec{const_cast<void*>(segs[i].addr), segs[i].length};
     total += segs[i].length;
   }
-  if (total == 0 || total > key.length) return Status(EINVAL, "WriteWindow: larger than the window");
+  if (total == 0 || total > key.length)
+    return Status(EINVAL, "WriteWindow: larger than the window");
   if (!CanWriteWindows()) return Status(EPERM, "WriteWindow: not permitted on this connection");
   uint64_t word = WindowWord(key.generation, WindowState::kOpen);
   if (!peer_->window.compare_exchange_strong(word, WindowWord(key.generation, WindowState::kBusy),
@@ -160,8 +162,8 @@ Result<size_t> ShmEndpoint::WriteWindow(const WindowKey& key, const Segment* seg
   // Only the pid validated at set-up, never one the peer names; the address and length are the
   // peer's own claim about its own memory (a lie only hurts the peer).
   iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(key.addr)), total};
-  const ssize_t n = process_vm_writev(parts_.peer_pid, local, static_cast<unsigned long>(nsegs),
-                                      &remote, 1, 0);
+  const ssize_t n =
+      process_vm_writev(parts_.peer_pid, local, static_cast<unsigned long>(nsegs), &remote, 1, 0);
   const int err = errno;
   // Release: the bytes are in place before the exposer can see Done.
   peer_->window.store(WindowWord(key.generation, WindowState::kDone), std::memory_order_release);
