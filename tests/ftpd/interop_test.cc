@@ -351,6 +351,33 @@ std::string PureFtpdPrefix() {
 
 // Our client against pure-ftpd (a virtual user from a puredb, chrooted by pure-ftpd): passive
 // and active get, put, listing, resume, and the commands of interactive mode.
+// ftp_client against a server we did not write, at `base`, serving `root` whose pub.bin is `bytes`
+// long: passive and active gets byte-exact over TCP data connections, a listing that names
+// pub.bin, and a resumed download (REST). `server_log` is shown when a get fails.
+void ExpectGetsListAndResume(const std::string& base, const std::string& root, size_t bytes,
+                             const std::string& server_log) {
+  TempDir local;
+  const std::string sum = Checksum(root + "/pub.bin");
+  for (const char* mode : {"--timeout=20000", "--active"}) {
+    SCOPED_TRACE(mode);
+    RunResult get =
+        RunProgram({FTP_CLIENT_BIN, "-v", mode, base + "pub.bin", "-o", local / "pub.bin"});
+    ASSERT_EQ(get.exit_code, 0) << get.err << ReadFile(server_log);
+    EXPECT_EQ(Checksum(local / "pub.bin"), sum);
+    EXPECT_NE(get.err.find("--- data connection: tcp"), std::string::npos) << get.err;
+    EXPECT_NE(get.err.find(std::to_string(bytes) + " bytes in "), std::string::npos);
+  }
+  RunResult list = RunProgram({FTP_CLIENT_BIN, "--list", base});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("pub.bin"), std::string::npos) << list.out;
+  WriteFile(local / "part.bin", ReadFile(root + "/pub.bin").substr(0, 1000000));
+  RunResult resume =
+      RunProgram({FTP_CLIENT_BIN, "-v", "--resume", base + "pub.bin", "-o", local / "part.bin"});
+  ASSERT_EQ(resume.exit_code, 0) << resume.err;
+  EXPECT_NE(resume.err.find("REST 1000000"), std::string::npos);
+  EXPECT_EQ(Checksum(local / "part.bin"), sum);
+}
+
 TEST(FtpInterop, FtpClientAgainstPureFtpd) {
   const std::string prefix = PureFtpdPrefix();
   if (prefix == "-") GTEST_SKIP() << "pure-ftpd not found (see PureFtpdPrefix)";
@@ -385,32 +412,19 @@ TEST(FtpInterop, FtpClientAgainstPureFtpd) {
   }
   ASSERT_NE(port, 0) << ReadFile(dir / "pure.log");
   const std::string base = "ftp://alice:secret@127.0.0.1:" + std::to_string(port) + "/";
+  ExpectGetsListAndResume(base, root, 3145728, dir / "pure.log");
   TempDir local;
+  WriteFile(local / "pub.bin", ReadFile(root + "/pub.bin"));
   const std::string sum = Checksum(root + "/pub.bin");
   for (const char* mode : {"--timeout=20000", "--active"}) {
     SCOPED_TRACE(mode);
-    RunResult get =
-        RunProgram({FTP_CLIENT_BIN, "-v", mode, base + "pub.bin", "-o", local / "pub.bin"});
-    ASSERT_EQ(get.exit_code, 0) << get.err << ReadFile(dir / "pure.log");
-    EXPECT_EQ(Checksum(local / "pub.bin"), sum);
-    EXPECT_NE(get.err.find("--- data connection: tcp"), std::string::npos) << get.err;
-    EXPECT_NE(get.err.find("3145728 bytes in "), std::string::npos);
     RunResult put = RunProgram({FTP_CLIENT_BIN, mode, "--put", local / "pub.bin", base + "up.bin"});
     ASSERT_EQ(put.exit_code, 0) << put.err;
     EXPECT_EQ(Checksum(root + "/up.bin"), sum);
   }
-  RunResult list = RunProgram({FTP_CLIENT_BIN, "--list", base});
-  EXPECT_EQ(list.exit_code, 0) << list.err;
-  EXPECT_NE(list.out.find("pub.bin"), std::string::npos) << list.out;
-  WriteFile(local / "part.bin", ReadFile(root + "/pub.bin").substr(0, 1000000));
-  RunResult resume =
-      RunProgram({FTP_CLIENT_BIN, "-v", "--resume", base + "pub.bin", "-o", local / "part.bin"});
-  ASSERT_EQ(resume.exit_code, 0) << resume.err;
-  EXPECT_NE(resume.err.find("REST 1000000"), std::string::npos);
-  EXPECT_EQ(Checksum(local / "part.bin"), sum);
   // Interactive: directories, rename, size, delete, all answered by pure-ftpd.
   RunResult r = RunProgram({FTP_CLIENT_BIN, "127.0.0.1", std::to_string(port)}, 30,
-                           "user alice secret\nbinary\nmkdir d\ncd d\nput " + local / "part.bin" +
+                           "user alice secret\nbinary\nmkdir d\ncd d\nput " + local / "pub.bin" +
                                " p.bin\nrename p.bin q.bin\nsize q.bin\nls\ndelete q.bin\ncdup\n"
                                "rmdir d\nbye\n");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -457,31 +471,13 @@ TEST(FtpInterop, FtpClientAgainstVsftpd) {
   }
   ASSERT_NE(port, 0) << ReadFile(dir / "vsftpd.out");
   const std::string base = "ftp://anonymous:x@127.0.0.1:" + std::to_string(port) + "/";
+  ExpectGetsListAndResume(base, root, 4194304, dir / "vsftpd.out");
   TempDir local;
-  const std::string sum = Checksum(root + "/pub.bin");
-  for (const char* mode : {"--timeout=20000", "--active"}) {
-    SCOPED_TRACE(mode);
-    RunResult get =
-        RunProgram({FTP_CLIENT_BIN, "-v", mode, base + "pub.bin", "-o", local / "pub.bin"});
-    ASSERT_EQ(get.exit_code, 0) << get.err << ReadFile(dir / "vsftpd.out");
-    EXPECT_EQ(Checksum(local / "pub.bin"), sum);
-    EXPECT_NE(get.err.find("--- data connection: tcp"), std::string::npos) << get.err;
-    EXPECT_NE(get.err.find("4194304 bytes in "), std::string::npos);
-  }
+  WriteFile(local / "pub.bin", ReadFile(root + "/pub.bin"));
   RunResult put =
       RunProgram({FTP_CLIENT_BIN, "--put", local / "pub.bin", base + "incoming/up.bin"});
   ASSERT_EQ(put.exit_code, 0) << put.err;
-  EXPECT_EQ(Checksum(root + "/incoming/up.bin"), sum);
-  RunResult list = RunProgram({FTP_CLIENT_BIN, "--list", base});
-  EXPECT_EQ(list.exit_code, 0);
-  EXPECT_NE(list.out.find("pub.bin"), std::string::npos) << list.out;
-  // A resumed download against a server we did not write (REST).
-  WriteFile(local / "part.bin", ReadFile(root + "/pub.bin").substr(0, 1000000));
-  RunResult resume =
-      RunProgram({FTP_CLIENT_BIN, "-v", "--resume", base + "pub.bin", "-o", local / "part.bin"});
-  ASSERT_EQ(resume.exit_code, 0) << resume.err;
-  EXPECT_NE(resume.err.find("REST 1000000"), std::string::npos);
-  EXPECT_EQ(Checksum(local / "part.bin"), sum);
+  EXPECT_EQ(Checksum(root + "/incoming/up.bin"), Checksum(root + "/pub.bin"));
 }
 
 TEST(FtpInterop, FtpdUnderOpenbsdInetd) {
