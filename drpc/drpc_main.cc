@@ -14,7 +14,6 @@
 #include "core/hostfile.h"
 #include "core/token.h"
 #include "transport/channel.h"
-#include "transport/polling.h"
 
 using namespace san::drpc;
 
@@ -28,7 +27,6 @@ int Usage(const std::string& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  SelectPollingEngine();  // before anything starts gRPC: see transport/polling.h
   CliParse parse = ParseCli(std::vector<std::string>(argv + 1, argv + argc));
   if (parse.help) {
     fputs(CliUsage(), stdout);
@@ -71,9 +69,8 @@ int main(int argc, char** argv) {
 
   signal(SIGPIPE, SIG_IGN);
   Output out(o.json);
-  std::vector<HostResult> results = FanOut(targets, o.parallel, [&](const Target& t) {
-    return RunCommandOnHost(o, settings, t, &out);
-  });
+  std::vector<HostResult> results = FanOut(
+      targets, o.parallel, [&](const Target& t) { return RunCommandOnHost(o, settings, t, &out); });
 
   size_t failed = 0;
   for (const HostResult& r : results) {

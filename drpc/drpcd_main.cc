@@ -22,7 +22,6 @@
 #include "node/node_service.h"
 #include "transport/acceptor.h"
 #include "transport/channel.h"
-#include "transport/polling.h"
 
 namespace po = boost::program_options;
 using namespace san::drpc;
@@ -70,7 +69,6 @@ std::optional<uid_t> ParseUser(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  SelectPollingEngine();  // before anything starts gRPC: see transport/polling.h
   std::string listen_text = "0.0.0.0:7467", port_file, token_file, policy_file, root;
   std::vector<std::string> allow, allow_uid;
   bool no_auth = false;
@@ -83,7 +81,8 @@ int main(int argc, char** argv) {
       "SAN clients (san://host:port: gRPC over shared memory) and plain gRPC clients over TCP.\n"
       "options");
   desc.add_options()("help,h", "this text")(
-      "listen", po::value(&listen_text), "HOST:PORT to listen on (default 0.0.0.0:7467; port 0: any)")(
+      "listen", po::value(&listen_text),
+      "HOST:PORT to listen on (default 0.0.0.0:7467; port 0: any)")(
       "port-file", po::value(&port_file), "write the bound port here once listening")(
       "token-file", po::value(&token_file),
       "the shared token (mode 600); this and/or --allow-uid, unless --no-auth")(
@@ -91,12 +90,15 @@ int main(int argc, char** argv) {
       "admit calls from this local user (uid or name; repeatable) without a token: clients on "
       "this host whose socket it owns, over SAN or TCP")(
       "no-auth", po::bool_switch(&no_auth), "accept calls without a token (trusted networks only)")(
-      "allow-cmd", po::value(&allow), "a command Exec/Submit may run (glob on argv[0]; repeatable)")(
+      "allow-cmd", po::value(&allow),
+      "a command Exec/Submit may run (glob on argv[0]; repeatable)")(
       "policy-file", po::value(&policy_file), "allowed command patterns, one per line")(
       "root", po::value(&root), "directory Push/Pull are confined to (none: both refused)")(
-      "default-timeout", po::value(&default_timeout_s), "Exec timeout when the client gives none, s (60)")(
-      "max-timeout", po::value(&max_timeout_s), "largest Exec timeout a client may ask for, s (3600)")(
-      "task-slots", po::value(&task_slots), "queued tasks run at once (2)")(
+      "default-timeout", po::value(&default_timeout_s),
+      "Exec timeout when the client gives none, s (60)")(
+      "max-timeout", po::value(&max_timeout_s),
+      "largest Exec timeout a client may ask for, s (3600)")("task-slots", po::value(&task_slots),
+                                                             "queued tasks run at once (2)")(
       "poll-interval-ms", po::value(&poll_interval_ms),
       "gRPC's polling thread re-polls at least this often (1000)");
   po::variables_map vm;
@@ -119,7 +121,8 @@ int main(int argc, char** argv) {
     return Fail("timeouts are seconds, more than 0");
   }
   if (task_slots == 0 || task_slots > 256) return Fail("--task-slots is 1..256");
-  if (poll_interval_ms == 0 || poll_interval_ms > 10000) return Fail("--poll-interval-ms is 1..10000");
+  if (poll_interval_ms == 0 || poll_interval_ms > 10000)
+    return Fail("--poll-interval-ms is 1..10000");
   config.task_slots = task_slots;
   if (!policy_file.empty()) {
     std::ifstream in(policy_file);
@@ -188,7 +191,8 @@ int main(int argc, char** argv) {
   // The polling threads come back to gRPC at least this often (gRPC's default: 10 s): how soon
   // the thread count adapts and shutdown is noticed. Costs 1000/poll_interval_ms idle wake-ups a
   // second.
-  builder.SetSyncServerOption(grpc::ServerBuilder::CQ_TIMEOUT_MSEC, static_cast<int>(poll_interval_ms));
+  builder.SetSyncServerOption(grpc::ServerBuilder::CQ_TIMEOUT_MSEC,
+                              static_cast<int>(poll_interval_ms));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail("gRPC server did not start");
   ping_server.Start();

@@ -26,7 +26,6 @@
 #include <thread>
 
 #include "bench_client.h"
-#include "transport/polling.h"
 
 namespace po = boost::program_options;
 using namespace san::drpc;
@@ -66,8 +65,8 @@ class NodeProcess {
              const std::vector<std::string>& env) {
     const std::string port_file = dir + "/" + name + ".port", root = dir + "/" + name;
     std::filesystem::create_directory(root);
-    std::vector<std::string> args = {drpcd, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                     "--root", root, "--token-file", dir + "/token"};
+    std::vector<std::string> args = {drpcd,    "--listen", "127.0.0.1:0",  "--port-file", port_file,
+                                     "--root", root,       "--token-file", dir + "/token"};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -105,7 +104,6 @@ class NodeProcess {
 }  // namespace
 
 int main(int argc, char** argv) {
-  SelectPollingEngine();  // before anything starts gRPC: see transport/polling.h
   std::string drpcd = DRPCD_BIN, csv, sizes_text = "0,64,256,1024,4096";
   std::string client_target, client_token;
   int iters = 2000, warmup = 500;
@@ -184,20 +182,23 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(dir);
       return 1;
     }
-    printf("drpc-bench: SAN: drpcd on 127.0.0.1:%d, channel %s; TCP (SAN_PROVIDER=off both ends): "
-           "drpcd on 127.0.0.1:%d, channel %s\n",
-           san_node.port(), san.mode().c_str(), tcp_node.port(), tcp.mode().c_str());
+    printf(
+        "drpc-bench: SAN: drpcd on 127.0.0.1:%d, channel %s; TCP (SAN_PROVIDER=off both ends): "
+        "drpcd on 127.0.0.1:%d, channel %s\n",
+        san_node.port(), san.mode().c_str(), tcp_node.port(), tcp.mode().c_str());
     if (san.mode() != "shm") printf("drpc-bench: WARNING: the SAN channel is not on shm\n");
-    printf("\nPing round trip, microseconds (%d calls per size and transport, alternating blocks)\n",
-           iters);
+    printf(
+        "\nPing round trip, microseconds (%d calls per size and transport, alternating blocks)\n",
+        iters);
     // The median is the figure least moved by other load on a shared machine; mean and p99 say
     // what the load did.
     printf("%8s %9s %9s %9s %9s %9s %9s %7s %7s %7s\n", "bytes", "san p50", "san mean", "san p99",
            "tcp p50", "tcp mean", "tcp p99", "p50 x", "mean x", "p99 x");
     FILE* csv_file = csv.empty() ? nullptr : fopen(csv.c_str(), "w");
-    if (csv_file) fprintf(csv_file,
-                          "kind,size,san_p50_us,san_mean_us,san_p99_us,tcp_p50_us,tcp_mean_us,"
-                          "tcp_p99_us\n");
+    if (csv_file)
+      fprintf(csv_file,
+              "kind,size,san_p50_us,san_mean_us,san_p99_us,tcp_p50_us,tcp_mean_us,"
+              "tcp_p99_us\n");
     for (int size : sizes) {
       std::vector<double> s_us, t_us;
       constexpr int kBlocks = 4;
@@ -243,8 +244,8 @@ int main(int argc, char** argv) {
         double seconds = 0;
         // A push that fails (e.g. stalls past its deadline) is reported and the run goes on:
         // the other transport's figure is still worth having.
-        if (!(which == 0 ? san : tcp).Push(local, "pushed.bin", push_timeout_s, &sent, &seconds,
-                                           &error)) {
+        if (!(which == 0 ? san : tcp)
+                 .Push(local, "pushed.bin", push_timeout_s, &sent, &seconds, &error)) {
           fprintf(stderr, "drpc-bench: push over %s: %s\n", which == 0 ? "SAN" : "TCP",
                   error.c_str());
           rc = 1;
@@ -259,8 +260,9 @@ int main(int argc, char** argv) {
       if (csv_file) fprintf(csv_file, "push,%zu,,%.2f,,,%.2f,\n", bytes, mbps[0], mbps[1]);
     }
     if (csv_file) fclose(csv_file);
-    printf("\n(figures from one run on this machine: other load on it moves them; compare the "
-           "ratio, not the absolute numbers)\n");
+    printf(
+        "\n(figures from one run on this machine: other load on it moves them; compare the "
+        "ratio, not the absolute numbers)\n");
   }
   std::filesystem::remove_all(dir);
   return rc;

@@ -2,10 +2,9 @@
 // drives itself (gRPC's async client API), for the latency probes (drpc ping, drpc-bench).
 //
 // Why not the generated blocking stub: each blocking call makes a completion queue of its own and
-// throws it away, and with gRPC's poll engine (what drpc runs with SAN on: transport/polling.h)
-// every new queue's pollset also makes and closes an eventfd -- two syscalls and an allocation
-// per call that have nothing to do with the transport. One queue for the whole series costs
-// nothing per call, and the thread that waits is still the one that does the I/O.
+// throws it away (and with gRPC's poll engine every new queue's pollset also makes and closes an
+// eventfd) -- work per call that has nothing to do with the transport. One queue for the whole
+// series costs nothing per call, and the thread that waits is still the one that does the I/O.
 // Thread-safety: one PingCaller per thread (the stub may be shared).
 #pragma once
 

@@ -30,8 +30,8 @@ class DrpcE2e : public ::testing::Test {
 
   // drpcd with a token, a file root, and a policy allowing the shell and a few tools.
   std::vector<std::string> NodeArgs() const {
-    return {"--token-file", token_file_, "--root", root_, "--allow-cmd", "/bin/sh",
-            "--allow-cmd", "/bin/echo", "--allow-cmd", "/bin/sleep"};
+    return {"--token-file", token_file_,   "--root",    root_,         "--allow-cmd",
+            "/bin/sh",      "--allow-cmd", "/bin/echo", "--allow-cmd", "/bin/sleep"};
   }
 
   RunResult Drpc(const std::vector<std::string>& args, double timeout_s = 30) {
@@ -60,7 +60,8 @@ TEST_F(DrpcE2e, SanAndTcpOnOnePortAndSanIsShm) {
   Daemon d;
   const std::string report = dir_.Join("report");
   ASSERT_TRUE(d.Start(dir_.path(), "127.0.0.1", NodeArgs(), {"SAN_REPORT=" + report})) << d.log();
-  RunResult ping = Drpc({"--hosts", San(d) + "," + Tcp(d), "ping", "--count", "20", "--size", "1024"});
+  RunResult ping =
+      Drpc({"--hosts", San(d) + "," + Tcp(d), "ping", "--count", "20", "--size", "1024"});
   ASSERT_EQ(ping.exit_code, 0) << ping.out << ping.err;
   EXPECT_NE(ping.out.find(San(d) + ": 20 x 1024 B: mean"), std::string::npos) << ping.out;
   EXPECT_NE(ping.out.find("(shm)"), std::string::npos) << ping.out;
@@ -71,10 +72,12 @@ TEST_F(DrpcE2e, SanAndTcpOnOnePortAndSanIsShm) {
       Drpc({"--hosts", San(d) + "," + Tcp(d), "--token-file", token_file_, "--json", "status"});
   ASSERT_EQ(status.exit_code, 0) << status.out << status.err;
   EXPECT_NE(status.out.find("\"host\":\"" + San(d) + "\",\"ok\":true,\"hostname\""),
-            std::string::npos) << status.out;
+            std::string::npos)
+      << status.out;
   EXPECT_NE(status.out.find("\"transport\":\"shm\""), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("\"transport\":\"tcp (peer did not set up a SAN channel"),
-            std::string::npos) << status.out;
+            std::string::npos)
+      << status.out;
   EXPECT_EQ(d.Stop(), 0) << d.log();
   const std::string line = ReadFile(report);
   EXPECT_NE(line.find("prog=drpcd"), std::string::npos) << line;
@@ -90,7 +93,8 @@ TEST_F(DrpcE2e, SanClientFallsBackToTcpAtAPlainNode) {
   RunResult ping = Drpc({"--hosts", San(d), "ping", "--count", "5"});
   ASSERT_EQ(ping.exit_code, 0) << ping.out << ping.err;
   EXPECT_NE(ping.out.find("(tcp (no SAN listener at the peer"), std::string::npos) << ping.out;
-  RunResult exec = Drpc({"--hosts", San(d), "--token-file", token_file_, "exec", "/bin/echo", "over", "tcp"});
+  RunResult exec =
+      Drpc({"--hosts", San(d), "--token-file", token_file_, "exec", "/bin/echo", "over", "tcp"});
   ASSERT_EQ(exec.exit_code, 0) << exec.err;
   EXPECT_EQ(exec.out, San(d) + ": over tcp\n");
 }
@@ -120,8 +124,8 @@ TEST_F(DrpcE2e, FanOutWithOneNodeDown) {
 
   const std::string sa = San(a), sb = "san://127.0.0.2:" + std::to_string(b.port()),
                     sc = "san://127.0.0.3:" + std::to_string(c.port());
-  RunResult status = Drpc({"--hosts", sa + "," + down + "," + sb + "," + sc, "--token-file",
-                           token_file_, "status"});
+  RunResult status = Drpc(
+      {"--hosts", sa + "," + down + "," + sb + "," + sc, "--token-file", token_file_, "status"});
   EXPECT_EQ(status.exit_code, 1) << status.err;
   for (const std::string& n : {sa, sb, sc}) {
     EXPECT_NE(status.out.find(n + ": "), std::string::npos) << status.out;
@@ -141,10 +145,10 @@ TEST_F(DrpcE2e, ExecLargeOutputTimeoutAndExitStatus) {
   ASSERT_TRUE(d.Start(dir_.path(), "127.0.0.1", NodeArgs())) << d.log();
   for (const auto& [node, lines] : {std::pair<std::string, int>{Tcp(d), 200000}}) {
     // Numbered lines: 200000 are about 1.9 MB.
-    RunResult big = Drpc({"--hosts", node, "--token-file", token_file_, "exec", "--", "/bin/sh", "-c",
-                          "i=0; while [ $i -lt " + std::to_string(lines) +
-                              " ]; do echo line$i; i=$((i+1)); done"},
-                         60);
+    RunResult big = Drpc(
+        {"--hosts", node, "--token-file", token_file_, "exec", "--", "/bin/sh", "-c",
+         "i=0; while [ $i -lt " + std::to_string(lines) + " ]; do echo line$i; i=$((i+1)); done"},
+        60);
     ASSERT_EQ(big.exit_code, 0) << big.err;
     EXPECT_EQ(CountLines(big.out, node + ": line"), lines);
     EXPECT_NE(big.out.find(node + ": line0\n" + node + ": line1\n"), std::string::npos);
@@ -156,8 +160,8 @@ TEST_F(DrpcE2e, ExecLargeOutputTimeoutAndExitStatus) {
   EXPECT_NE(slow.out.find(": started"), std::string::npos) << slow.out;
   EXPECT_NE(slow.err.find("timed out (killed)"), std::string::npos) << slow.err;
   EXPECT_LT(slow.seconds, 15);
-  RunResult failing = Drpc({"--hosts", Tcp(d), "--token-file", token_file_, "--json", "exec", "/bin/sh",
-                            "-c", "exit 7"});
+  RunResult failing = Drpc({"--hosts", Tcp(d), "--token-file", token_file_, "--json", "exec",
+                            "/bin/sh", "-c", "exit 7"});
   EXPECT_EQ(failing.exit_code, 1);
   EXPECT_NE(failing.out.find("\"error\":\"exit status 7\""), std::string::npos) << failing.out;
   EXPECT_NE(failing.out.find("\"exit_code\":7"), std::string::npos) << failing.out;
@@ -184,7 +188,7 @@ TEST_F(DrpcE2e, ManyConcurrentPingsToOneNode) {
 // A client waiting on a quiet SAN stream sleeps, like one on TCP. With gRPC's default engine
 // (epoll1: every fd EPOLLIN|EPOLLOUT|EPOLLET) compat's epoll_wait never slept while the idle SAN
 // socket was writable, and both ends spun a CPU for the whole wait (docs/drpc.md, problem 4);
-// drpc picks gRPC's poll engine when SAN is on (transport/polling.h). Compared with the same wait
+// drpc runs that engine (the fix is compat's). Compared with the same wait
 // over TCP, so start-up costs (ASan) cancel out; the spin used about the whole 2 s on an idle
 // machine and a quarter of it at load 8.
 TEST_F(DrpcE2e, SanClientSleepsWhileItsStreamIsQuiet) {
@@ -209,19 +213,19 @@ TEST_F(DrpcE2e, SanBulkStreams) {
   for (char& c : data) c = static_cast<char>(rng());
   WriteFile(dir_.Join("payload"), data);
   for (int round = 0; round < 3; ++round) {
-    RunResult small = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10", "exec",
-                            "/bin/echo", "small"});
+    RunResult small = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10",
+                            "exec", "/bin/echo", "small"});
     ASSERT_EQ(small.exit_code, 0) << "round " << round << ": " << small.err;
-    RunResult big = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10", "exec",
-                          "--", "/bin/sh", "-c",
-                          "i=0; while [ $i -lt 200000 ]; do echo line$i; i=$((i+1)); done"});
+    RunResult big =
+        Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10", "exec", "--",
+              "/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do echo line$i; i=$((i+1)); done"});
     ASSERT_EQ(big.exit_code, 0) << "round " << round << ": " << big.err;
     EXPECT_EQ(CountLines(big.out, San(d) + ": line"), 200000);
-    RunResult push = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10", "push",
-                           "--overwrite", dir_.Join("payload"), "p"});
+    RunResult push = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10",
+                           "push", "--overwrite", dir_.Join("payload"), "p"});
     ASSERT_EQ(push.exit_code, 0) << "round " << round << ": " << push.err;
-    RunResult pull = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10", "pull",
-                           "p", dir_.Join("back")});
+    RunResult pull = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10",
+                           "pull", "p", dir_.Join("back")});
     ASSERT_EQ(pull.exit_code, 0) << "round " << round << ": " << pull.err;
     EXPECT_EQ(ReadFile(dir_.Join("back")), data);
   }
@@ -248,7 +252,8 @@ TEST_F(DrpcE2e, PushPullByteExactAndJailed) {
   RunResult san_push = Drpc({"--hosts", Tcp(d), t, token_file_, "push", small_local, "sub/small"});
   ASSERT_EQ(san_push.exit_code, 0) << san_push.err;
   EXPECT_EQ(ReadFile(root_ + "/sub/small"), small);
-  RunResult san_pull = Drpc({"--hosts", Tcp(d), t, token_file_, "pull", "sub/small", dir_.Join("small-back")});
+  RunResult san_pull =
+      Drpc({"--hosts", Tcp(d), t, token_file_, "pull", "sub/small", dir_.Join("small-back")});
   ASSERT_EQ(san_pull.exit_code, 0) << san_pull.err;
   EXPECT_EQ(ReadFile(dir_.Join("small-back")), small);
   RunResult again = Drpc({"--hosts", Tcp(d), t, token_file_, "push", small_local, "/sub/copy"});
@@ -273,7 +278,8 @@ TEST_F(DrpcE2e, PushPullByteExactAndJailed) {
   ASSERT_EQ(symlink((outside + "/secret").c_str(), (root_ + "/abs-link").c_str()), 0);
   ASSERT_EQ(symlink("../outside/secret", (root_ + "/rel-link").c_str()), 0);
   ASSERT_EQ(symlink(outside.c_str(), (root_ + "/dir-link").c_str()), 0);
-  RunResult dots = Drpc({"--hosts", Tcp(d), t, token_file_, "pull", "../outside/secret", dir_.Join("x")});
+  RunResult dots =
+      Drpc({"--hosts", Tcp(d), t, token_file_, "pull", "../outside/secret", dir_.Join("x")});
   EXPECT_EQ(dots.exit_code, 1);
   EXPECT_NE(dots.err.find("PERMISSION_DENIED"), std::string::npos) << dots.err;
   for (const char* link : {"abs-link", "rel-link", "dir-link/secret"}) {
@@ -282,10 +288,12 @@ TEST_F(DrpcE2e, PushPullByteExactAndJailed) {
     EXPECT_NE(esc.err.find("NOT_FOUND"), std::string::npos) << link << ": " << esc.err;
     EXPECT_FALSE(Exists(dir_.Join("x"))) << link;
   }
-  RunResult push_out = Drpc({"--hosts", Tcp(d), t, token_file_, "push", small_local, "dir-link/planted"});
+  RunResult push_out =
+      Drpc({"--hosts", Tcp(d), t, token_file_, "push", small_local, "dir-link/planted"});
   EXPECT_EQ(push_out.exit_code, 1);
   EXPECT_FALSE(Exists(outside + "/planted"));
-  RunResult push_up = Drpc({"--hosts", Tcp(d), t, token_file_, "push", small_local, "sub/../../planted"});
+  RunResult push_up =
+      Drpc({"--hosts", Tcp(d), t, token_file_, "push", small_local, "sub/../../planted"});
   EXPECT_EQ(push_up.exit_code, 1);
   EXPECT_FALSE(Exists(dir_.Join("planted")));
   // Nothing half-written is left in the root by the refused or failed pushes.
@@ -304,7 +312,8 @@ TEST_F(DrpcE2e, UnauthorizedCallsAreRefused) {
   const std::string wrong = dir_.Join("wrong");
   WriteFile(wrong, "not-the-right-token-at-all\n", 0600);
   for (const char* cmd : {"exec", "submit"}) {
-    RunResult bad = Drpc({"--hosts", Tcp(d), "--token-file", wrong, cmd, "/bin/sh", "-c", "touch " + marker});
+    RunResult bad =
+        Drpc({"--hosts", Tcp(d), "--token-file", wrong, cmd, "/bin/sh", "-c", "touch " + marker});
     EXPECT_EQ(bad.exit_code, 1);
     EXPECT_NE(bad.err.find("UNAUTHENTICATED: wrong token"), std::string::npos) << bad.err;
   }
@@ -317,7 +326,8 @@ TEST_F(DrpcE2e, UnauthorizedCallsAreRefused) {
   EXPECT_FALSE(Exists(marker));
   RunResult policy = Drpc({"--hosts", Tcp(d), "--token-file", token_file_, "exec", "/usr/bin/id"});
   EXPECT_EQ(policy.exit_code, 1);
-  EXPECT_NE(policy.err.find("PERMISSION_DENIED: exec: '/usr/bin/id' is not allowed"), std::string::npos)
+  EXPECT_NE(policy.err.find("PERMISSION_DENIED: exec: '/usr/bin/id' is not allowed"),
+            std::string::npos)
       << policy.err;
   RunResult ping = Drpc({"--hosts", San(d), "ping"});
   EXPECT_EQ(ping.exit_code, 0) << ping.err;
@@ -351,7 +361,7 @@ TEST_F(DrpcE2e, AllowUidAdmitsThatLocalUserOnly) {
   const std::string uid = std::to_string(nobody->pw_uid), gid = std::to_string(nobody->pw_gid);
   auto as_nobody = [&](const std::vector<std::string>& args) {
     std::vector<std::string> argv = {setpriv, "--reuid=" + uid, "--regid=" + gid, "--clear-groups",
-                                     "--", DrpcPath()};
+                                     "--",    DrpcPath()};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProgram(argv, {}, 30);
   };
@@ -374,7 +384,8 @@ TEST_F(DrpcE2e, AllowUidAdmitsThatLocalUserOnly) {
       RunResult root = Drpc({"--hosts", node, "status"});
       EXPECT_EQ(root.exit_code, 1) << root.out;
       EXPECT_NE(root.err.find("UNAUTHENTICATED: no token accepted here, and uid 0 is not allowed"),
-                std::string::npos) << root.err;
+                std::string::npos)
+          << root.err;
     }
   }
   {
@@ -444,8 +455,8 @@ TEST_F(DrpcE2e, NodeKilledMidStreamClientErrorsOut) {
       std::this_thread::sleep_for(std::chrono::milliseconds(800));
       d.Kill();
     });
-    r = Drpc({"--hosts", node, "--token-file", token_file_, "--timeout", "60", "exec", "--", "/bin/sh",
-              "-c", "while :; do echo tick; sleep 0.01; done"},
+    r = Drpc({"--hosts", node, "--token-file", token_file_, "--timeout", "60", "exec", "--",
+              "/bin/sh", "-c", "while :; do echo tick; sleep 0.01; done"},
              30);
     killer.join();
     EXPECT_FALSE(r.timed_out) << node;
