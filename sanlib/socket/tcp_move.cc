@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 
-#include <algorithm>
 #include <cerrno>
 
 #include "common/clock.h"
 #include "common/fd_placement.h"
 #include "common/log.h"
 #include "proto/wire.h"
+#include "socket/deadline_io.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 
@@ -25,26 +25,6 @@ void TurnTcp(SanSocket& s, const char* why) {
   s.fallback_reason = why;  // read only once mode says kTcp
   s.mode.store(SocketMode::kTcp, std::memory_order_release);
   SAN_LOG_INFO("fd %d: the connection continues over kernel TCP: %s", s.fd.load(), why);
-}
-
-// Writes all of `data` to the kernel socket by the deadline (nonblocking, then waiting POLLOUT).
-Status WriteAll(int fd, const std::byte* data, size_t size, uint64_t deadline_ns) {
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = kernel::send(fd, data + done, size - done, kRelayFlags);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return Status::FromErrno("move: write to the kernel socket");
-    }
-    const uint64_t now = NowNs();
-    if (now >= deadline_ns) return Status(ETIMEDOUT, "move: the kernel socket took too long");
-    pollfd p{fd, POLLOUT, 0};
-    kernel::poll(&p, 1, static_cast<int>(std::max<uint64_t>(1, (deadline_ns - now) / 1000000)));
-  }
-  return Status::Ok();
 }
 
 // Waits for the peer's MOVED: spins a little (a peer in a data call answers within
@@ -96,9 +76,9 @@ Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns) {
     std::byte bytes[proto::MoveHeader::kSize];
     proto::EncodeMoveHeader(header, bytes);
     const int fd = s.fd.load();
-    st = WriteAll(fd, bytes, sizeof bytes, deadline_ns);
-    if (st.ok()) st = WriteAll(fd, handover.returned.data(), handover.returned.size(), deadline_ns);
-    if (st.ok()) st = WriteAll(fd, handover.unsent.data(), handover.unsent.size(), deadline_ns);
+    st = SendAll(fd, bytes, sizeof bytes, deadline_ns);
+    if (st.ok()) st = SendAll(fd, handover.returned.data(), handover.returned.size(), deadline_ns);
+    if (st.ok()) st = SendAll(fd, handover.unsent.data(), handover.unsent.size(), deadline_ns);
     if (st.ok() && handover.fin) kernel::shutdown(fd, SHUT_WR);
   }
   if (!st.ok()) {

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "proto/upgrade_wire.h"
 #include "proto/wire.h"
+#include "socket/deadline_io.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
@@ -30,56 +31,6 @@ namespace san {
 namespace {
 
 constexpr int kDeadlineMs = 5000;
-
-// Waits for `events` on fd until `deadline_ns`. ETIMEDOUT, or the poll error.
-Status WaitFd(int fd, short events, uint64_t deadline_ns) {
-  for (;;) {
-    const uint64_t now = NowNs();
-    if (now >= deadline_ns) return Status(ETIMEDOUT, "san_upgrade");
-    pollfd p{fd, events, 0};
-    const int rc = kernel::poll(&p, 1, static_cast<int>((deadline_ns - now) / 1000000) + 1);
-    if (rc > 0) return Status::Ok();
-    if (rc < 0 && errno != EINTR) return Status::FromErrno("poll");
-  }
-}
-
-Status SendAll(int fd, const std::byte* data, size_t len, uint64_t deadline_ns) {
-  while (len > 0) {
-    iovec iov{const_cast<std::byte*>(data), len};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    const ssize_t n = kernel::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data += n;
-      len -= static_cast<size_t>(n);
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      Status st = WaitFd(fd, POLLOUT, deadline_ns);
-      if (!st.ok()) return st;
-    } else {
-      return Status::FromErrno("send");
-    }
-  }
-  return Status::Ok();
-}
-
-Status RecvAll(int fd, std::byte* data, size_t len, uint64_t deadline_ns) {
-  while (len > 0) {
-    const ssize_t n = kernel::recv(fd, data, len, MSG_DONTWAIT);
-    if (n > 0) {
-      data += n;
-      len -= static_cast<size_t>(n);
-    } else if (n == 0) {
-      return Status(ECONNRESET, "san_upgrade: peer closed");
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      Status st = WaitFd(fd, POLLIN, deadline_ns);
-      if (!st.ok()) return st;
-    } else {
-      return Status::FromErrno("recv");
-    }
-  }
-  return Status::Ok();
-}
 
 template <typename Msg, void (*Encode)(const Msg&, std::byte*)>
 Status SendMsg(int fd, const Msg& m, uint64_t deadline_ns) {
