@@ -137,6 +137,22 @@ Result<size_t> AfterMove(SanSocket& s, Result<size_t> r) {
 
 bool MovedOn(const Result<size_t>& r) { return !r.ok() && r.status().code() == proto::kMovedToTcp; }
 
+// sendmsg/recvmsg of an iovec array on the kernel socket: sockets sanlib does not carry, and the
+// rest of a call whose connection continues over the kernel socket.
+ssize_t KernelSendIov(int fd, const iovec* iov, int iovcnt, int flags) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  return kernel::sendmsg(fd, &msg, flags);
+}
+
+ssize_t KernelRecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  return kernel::recvmsg(fd, &msg, flags);
+}
+
 // The rest of a call whose connection now continues over the kernel socket: what the kernel
 // call returns, after `total` bytes the SAN path moved.
 ssize_t KernelRest(ssize_t total, ssize_t n) {
@@ -162,12 +178,7 @@ void RaiseSigpipe(int flags) {
 
 ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
   SanSocket* s = ShmSocket(fd);
-  if (!s) {
-    msghdr msg{};
-    msg.msg_iov = const_cast<iovec*>(iov);
-    msg.msg_iovlen = static_cast<size_t>(iovcnt);
-    return kernel::sendmsg(fd, &msg, flags);
-  }
+  if (!s) return KernelSendIov(fd, iov, iovcnt, flags);
   if (flags & kRefusedSendFlags) {
     errno = EOPNOTSUPP;
     return -1;
@@ -191,10 +202,8 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
       return AfterMove(*s, s->stream->Send(rest.data(), rest.count(), &buffered, window_min));
     });
     if (MovedOn(r)) {
-      msghdr msg{};
-      msg.msg_iov = const_cast<iovec*>(rest.data());
-      msg.msg_iovlen = static_cast<size_t>(rest.count());
-      return KernelRest(static_cast<ssize_t>(total), kernel::sendmsg(fd, &msg, flags));
+      return KernelRest(static_cast<ssize_t>(total),
+                        KernelSendIov(fd, rest.data(), rest.count(), flags));
     }
     if (buffered && s->stream->TryArmTimer()) Runtime::Get().closer().ArmTimer(s->stream.get());
     if (!r.ok()) {
@@ -212,12 +221,7 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
 
 ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   SanSocket* s = ShmSocket(fd);
-  if (!s) {
-    msghdr msg{};
-    msg.msg_iov = const_cast<iovec*>(iov);
-    msg.msg_iovlen = static_cast<size_t>(iovcnt);
-    return kernel::recvmsg(fd, &msg, flags);
-  }
+  if (!s) return KernelRecvIov(fd, iov, iovcnt, flags);
   if (flags & MSG_OOB) {
     errno = EINVAL;  // no urgent data on a SAN stream, as on a TCP socket without any
     return -1;
@@ -263,11 +267,7 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
       return AfterMove(*s, s->stream->Recv(cur, curcnt, peek, offer_min));
     });
     if (MovedOn(r)) {
-      msghdr msg{};
-      msg.msg_iov = const_cast<iovec*>(cur);
-      msg.msg_iovlen = static_cast<size_t>(curcnt);
-      const int kernel_flags = flags | (read_shut ? MSG_DONTWAIT : 0);
-      ssize_t n = kernel::recvmsg(fd, &msg, kernel_flags);
+      ssize_t n = KernelRecvIov(fd, cur, curcnt, flags | (read_shut ? MSG_DONTWAIT : 0));
       if (n < 0 && read_shut && (errno == EAGAIN || errno == EWOULDBLOCK)) n = 0;
       if (probing && n >= 0) return 0;
       return KernelRest(static_cast<ssize_t>(total), n);
