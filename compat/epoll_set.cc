@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <optional>
 #include <shared_mutex>
 
 #include "common/clock.h"
@@ -93,23 +94,20 @@ int EpollSet::DropKicks(epoll_event* events, int n) {
 
 int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
                          const sigset_t* sigmask) {
-  // The common case -- kernel fds only, no kick -- reads no clock: the interposition adds
-  // nothing but the lookup that brought us here. A kick (SAN members arrived while we slept in
-  // the kernel) ends a sleep early; what follows gets the whole timeout again, so the call can
-  // only last longer than asked, never return too soon.
-  const int n = Real().epoll_pwait(epfd, events, max_events, timeout_ms, sigmask);
-  if (n <= 0) return n;
-  const int kept = DropKicks(events, n);
-  if (kept > 0) return kept;
-  if (Involved(epfd)) return Wait(epfd, events, max_events, timeout_ms, sigmask);
-  const WaitBudget budget(timeout_ms, 0);
+  // The common case -- kernel fds only, no kick -- reads no clock: the interposition adds nothing
+  // but the lookup that brought us here. The budget starts at the first kick (SAN members arrived
+  // while we slept in the kernel), so a kicked call can only last longer than asked, never return
+  // too soon.
+  std::optional<WaitBudget> budget;
+  int left = timeout_ms;
   for (;;) {
-    const int left = budget.remaining_ms();
-    const int again = Real().epoll_pwait(epfd, events, max_events, left, sigmask);
-    if (again <= 0) return again;
-    const int rest = DropKicks(events, again);
-    if (rest > 0) return rest;
+    const int n = Real().epoll_pwait(epfd, events, max_events, left, sigmask);
+    if (n <= 0) return n;
+    const int kept = DropKicks(events, n);
+    if (kept > 0) return kept;
     if (Involved(epfd)) return Wait(epfd, events, max_events, left, sigmask);
+    if (!budget) budget.emplace(timeout_ms, 0);
+    left = budget->remaining_ms();
     if (left == 0) return 0;
   }
 }
