@@ -22,57 +22,6 @@ using san::compat::Real;
 
 extern "C" [[noreturn]] void __chk_fail(void);
 
-namespace {
-
-// sendfile() to a SAN socket: the file is read with pread at an explicit position, so a partial
-// send (nonblocking, or interrupted) leaves the position just past what was sent, as the kernel's
-// does. Files that cannot pread (pipes, sockets) get EINVAL, as from older kernels.
-ssize_t SendFileToSan(int out_fd, int in_fd, off_t* offset, size_t count) {
-  off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
-  if (pos < 0) {
-    if (errno == ESPIPE) errno = EINVAL;
-    return -1;
-  }
-  constexpr size_t kChunk = 64 * 1024;
-  static thread_local char* buffer = nullptr;
-  if (!buffer) buffer = new char[kChunk];
-  size_t sent = 0;
-  int error = 0;
-  while (sent < count) {
-    const ssize_t got =
-        pread(in_fd, buffer, std::min(kChunk, count - sent), pos + static_cast<off_t>(sent));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      error = errno;
-      break;
-    }
-    if (got == 0) break;  // end of file
-    size_t done = 0;
-    while (done < static_cast<size_t>(got)) {
-      const ssize_t n = san_send(out_fd, buffer + done, static_cast<size_t>(got) - done, 0);
-      if (n < 0) {
-        error = errno;
-        break;
-      }
-      done += static_cast<size_t>(n);
-    }
-    sent += done;
-    if (error) break;
-  }
-  if (offset) {
-    *offset = pos + static_cast<off_t>(sent);
-  } else {
-    lseek(in_fd, pos + static_cast<off_t>(sent), SEEK_SET);
-  }
-  if (sent == 0 && error) {
-    errno = error;
-    return -1;
-  }
-  return static_cast<ssize_t>(sent);
-}
-
-}  // namespace
-
 extern "C" {
 
 ssize_t read(int fd, void* buf, size_t len) {
@@ -219,7 +168,7 @@ int recvmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags, timespec* time
 
 ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   if (!ManagedShm(out_fd)) return Real().sendfile(out_fd, in_fd, offset, count);
-  return SendFileToSan(out_fd, in_fd, offset, count);
+  return san_sendfile(out_fd, in_fd, offset, count);
 }
 
 // On 64-bit Linux off_t is 64 bits: sendfile64 is the same call under the large-file name.

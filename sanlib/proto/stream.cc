@@ -133,6 +133,11 @@ struct StreamShared {
 
   uint32_t rq_head = 0;
   uint32_t rq_count = 0;
+  // Borrow (stream.h): the first lent_length bytes of rq[rq_head], in buffer lent_buffer, are out
+  // on loan; no Recv or Borrow takes bytes until GiveBack.
+  bool lent = false;
+  uint32_t lent_buffer = 0;
+  uint32_t lent_length = 0;
   RecvEntry rq[kMaxReceives];
   uint8_t posted[kMaxReceives];
 
@@ -674,6 +679,10 @@ class Stream::Locked {
         return n;
       }
     }
+    if (sh_.lent) {  // a Borrow holds the first bytes: nothing can be read ahead of them
+      SendPending();
+      return Status(EAGAIN, "queued bytes are lent");
+    }
     size_t copied = 0;
     uint32_t index = sh_.rq_head;
     uint32_t left = sh_.rq_count;
@@ -682,36 +691,88 @@ class Stream::Locked {
       size_t room = iov[i].iov_len;
       auto* out = static_cast<std::byte*>(iov[i].iov_base);
       while (room > 0 && left > 0) {
-        RecvEntry& e = sh_.rq[index];
+        const RecvEntry& e = sh_.rq[index];
         size_t n = std::min<size_t>(room, e.length - offset);
         memcpy(out, RecvBuffer(e.buffer) + offset, n);
         out += n;
         room -= n;
         copied += n;
+        if (!peek) {
+          ConsumeHead(static_cast<uint32_t>(n));
+          index = sh_.rq_head;
+          left = sh_.rq_count;
+          offset = left ? sh_.rq[index].offset : 0;
+          continue;
+        }
         offset += static_cast<uint32_t>(n);
         if (offset == e.length) {
-          if (!peek) {
-            sh_.rq_head = (sh_.rq_head + 1) % kMaxReceives;
-            --sh_.rq_count;
-            ReleaseCredited(e.buffer);
-          }
           index = (index + 1) % kMaxReceives;
           --left;
           offset = left ? sh_.rq[index].offset : 0;
-        } else if (!peek) {
-          e.offset = offset;
         }
       }
     }
+    if (copied > 0) {
+      SendPending();
+      return copied;
+    }
+    Result<size_t> r = NothingQueued();
+    if (!r.ok() && r.status().code() == EAGAIN && offering && !peek) TryOffer(iov[0], offer_min);
+    return r;
+  }
+
+  // What a read that finds nothing queued returns (after sending what the state owes): EOF (0)
+  // after the peer's FIN -- even if the connection later broke (the peer released its side): what
+  // arrived before the FIN was whole, as with a kernel socket --, the sticky error, the move to
+  // TCP, or EAGAIN.
+  Result<size_t> NothingQueued() {
     Status st = SendPending();
-    if (copied > 0) return copied;
-    // After the peer's FIN, reading gives EOF even if the connection later broke (the peer released
-    // its side): what arrived before the FIN was whole, as with a kernel socket.
     if (sh_.close.peer_fin()) return size_t{0};
     if (!st.ok()) return st;
     if (MovedOff()) return Status(kMovedToTcp, "moved to tcp");
-    if (offering && !peek) TryOffer(iov[0], offer_min);
     return Status(EAGAIN, "no data");
+  }
+
+  // Delivers the first n bytes of the queue (n <= what its first entry holds); an emptied entry's
+  // buffer goes back to the peer.
+  void ConsumeHead(uint32_t n) {
+    RecvEntry& e = sh_.rq[sh_.rq_head];
+    e.offset += n;
+    if (e.offset < e.length) return;
+    sh_.rq_head = (sh_.rq_head + 1) % kMaxReceives;
+    --sh_.rq_count;
+    ReleaseCredited(e.buffer);
+  }
+
+  Result<std::span<const std::byte>> Borrow(size_t max) {
+    if (sh_.lent) return Status(EAGAIN, "queued bytes are lent");
+    Reap();
+    if (sh_.fill_len > 0) FlushCombined();  // the application reads: a flush point, as in Recv
+    if (sh_.win_open) return Status(EAGAIN, "a window is out");  // its bytes come first
+    if (sh_.rq_count == 0 || max == 0) {
+      Result<size_t> r = NothingQueued();
+      if (!r.ok()) return r.status();
+      return std::span<const std::byte>();  // EOF
+    }
+    const RecvEntry& e = sh_.rq[sh_.rq_head];
+    const size_t n = std::min<size_t>(max, e.length - e.offset);
+    sh_.lent = true;
+    sh_.lent_buffer = e.buffer;
+    sh_.lent_length = static_cast<uint32_t>(n);
+    SendPending();
+    return std::span<const std::byte>(RecvBuffer(e.buffer) + e.offset, n);
+  }
+
+  void GiveBack(size_t used) {
+    if (!sh_.lent) return;
+    sh_.lent = false;
+    // The queue can only have changed under the loan if the stream was handed over meanwhile (a
+    // move to TCP delivers the lent bytes from its own copy): then there is nothing to consume.
+    const bool intact =
+        sh_.rq_count > 0 && sh_.rq[sh_.rq_head].buffer == sh_.lent_buffer && !sh_.handed_over;
+    if (intact && used > 0)
+      ConsumeHead(static_cast<uint32_t>(std::min<size_t>(used, sh_.lent_length)));
+    SendPending();
   }
 
  private:
@@ -773,6 +834,8 @@ Result<std::unique_ptr<Stream>> Stream::Create(std::unique_ptr<fabric::Endpoint>
 Status Stream::Export(StreamImage* out) {
   if (!(caps_ & fabric::kCapTransferable)) return Status(ENOTSUP, "Stream::Export");
   Locked l(*this);
+  // A thread of ours is writing lent bytes out (Borrow): the importer would deliver them again.
+  if (l.sh().lent) return Status(EBUSY, "Stream::Export: queued bytes are lent");
   StreamImage image;
   Status st = endpoint_->Export(&image.endpoint);
   if (!st.ok()) return st;
@@ -866,6 +929,16 @@ Result<size_t> Stream::Send(const iovec* iov, int iovcnt, bool* left_buffered, s
 Result<size_t> Stream::Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min) {
   Locked l(*this);
   return l.Recv(iov, iovcnt, peek, offer_min);
+}
+
+Result<std::span<const std::byte>> Stream::Borrow(size_t max) {
+  Locked l(*this);
+  return l.Borrow(max);
+}
+
+void Stream::GiveBack(size_t used) {
+  Locked l(*this);
+  l.GiveBack(used);
 }
 
 Result<size_t> Stream::WithdrawWindow(const void* buffer) {

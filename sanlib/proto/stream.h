@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "common/status.h"
@@ -159,6 +160,14 @@ class Stream {
   // (EAGAIN). Later calls with the same iov[0] return what the peer wrote there. The caller must
   // keep iov[0] valid and call WithdrawWindow(iov[0].iov_base) before giving the buffer back.
   Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min = 0);
+  // Receiving into something other than memory (san_recvfile): lends the first queued bytes where
+  // they lie, in the receive buffer -- at most `max`, contiguous (one packet's worth or what is
+  // left of it). Results as Recv's: the bytes, an empty span at EOF, EAGAIN, or the sticky error.
+  // Until GiveBack, no Recv or Borrow takes any bytes (EAGAIN) and the buffer stays ours (the
+  // peer cannot reuse it); the caller may use the bytes without the lock, e.g. in a write(2).
+  Result<std::span<const std::byte>> Borrow(size_t max);
+  // Ends the loan: the first `used` bytes of it are delivered, the rest stay queued.
+  void GiveBack(size_t used);
   // Ends the window this process offered over `buffer` (no-op if there is none): after it returns
   // the peer writes nothing more there. Returns how many bytes the peer wrote into it that no Recv
   // returned yet (the caller returns them to the application), 0 if none, or the sticky error if

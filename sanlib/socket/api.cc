@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "san/san.h"
+#include "socket/file_transfer.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
@@ -53,6 +54,13 @@ ssize_t san_read(int fd, void* buf, size_t len) {
 ssize_t san_write(int fd, const void* buf, size_t len) {
   iovec iov{const_cast<void*>(buf), len};
   return san_writev(fd, &iov, 1);
+}
+
+ssize_t san_recvfile(int sock, int out_fd, off_t* offset, size_t count) {
+  return san::RecvToFile(sock, out_fd, offset, count);
+}
+ssize_t san_sendfile(int sock, int in_fd, off_t* offset, size_t count) {
+  return san::SendFromFile(sock, in_fd, offset, count);
 }
 
 int san_shutdown(int fd, int how) { return san::Shutdown(fd, how); }

@@ -6,11 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/clock.h"
+#include "socket/drive.h"
 #include "socket/kernel.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
-#include "socket/tcp_move.h"
 
 namespace san {
 namespace {
@@ -19,12 +16,6 @@ namespace {
 // tcp_recvmsg ignore what does not apply to them (libmemcached and sockperf pass MSG_NOSIGNAL to
 // recv, for instance).
 constexpr int kRefusedSendFlags = MSG_OOB;  // urgent data
-
-SanSocket* ShmSocket(int fd) {
-  SanSocket* s = Runtime::Get().table().Find(fd);
-  if (s && s->mode.load(std::memory_order_acquire) == SocketMode::kShm) return s;
-  return nullptr;
-}
 
 // What is left of the application's iovec array during one call, advanced past the bytes taken:
 // a copy, kept inline for the usual handful of entries so the data path does not allocate.
@@ -61,82 +52,6 @@ class IovRemainder {
   int first_ = 0;
 };
 
-constexpr uint64_t kNoDeadline = ~uint64_t{0};
-constexpr uint32_t kClockEvery = 16;
-
-// One application call's SO_RCVTIMEO / SO_SNDTIMEO clock, however many Drives the call takes.
-struct CallDeadline {
-  uint64_t first_wait_ns = 0;  // when the call first found it would block
-  uint64_t deadline_ns = 0;    // 0: not looked up yet (done only when about to sleep)
-};
-
-// When a blocking call that started waiting at `start` must give up: SO_RCVTIMEO / SO_SNDTIMEO
-// live on the kernel socket (setsockopt passes them through); the kernel's recv/send honour them.
-uint64_t TimeoutDeadline(SanSocket& s, bool want_write, uint64_t start) {
-  timeval tv{};
-  socklen_t len = sizeof tv;
-  const int name = want_write ? SO_SNDTIMEO : SO_RCVTIMEO;
-  if (kernel::getsockopt(s.fd, SOL_SOCKET, name, &tv, &len) != 0 ||
-      (tv.tv_sec <= 0 && tv.tv_usec <= 0)) {
-    return kNoDeadline;
-  }
-  return start + static_cast<uint64_t>(tv.tv_sec) * 1000000000 +
-         static_cast<uint64_t>(tv.tv_usec) * 1000;
-}
-
-// Runs a nonblocking stream operation until it does something: spin for SAN_SPIN_US, then sleep on
-// the doorbell. Returns the operation's own result, EAGAIN if nonblocking or when the socket's
-// timeout (`call`) passes, EINTR on a signal.
-template <typename Op>
-Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadline* call, Op op) {
-  const uint64_t spin_ns = uint64_t{Runtime::Get().config().spin_us} * 1000;
-  uint64_t spin_until = 0;
-  SpinPause pause;
-  for (uint32_t attempt = 0;; ++attempt) {
-    Result<size_t> r = op();
-    WakeSleepers(s);  // whatever this attempt reaped may be what another thread waits for
-    if (r.ok() || !r.status().would_block() || nonblocking) return r;
-    // The clock is read at the first miss and then every kClockEvery-th: a spinning attempt is
-    // a few tens of ns, so reading it each time would be a good part of the loop.
-    if (spin_until != 0 && attempt % kClockEvery != 0) {
-      pause();
-      continue;
-    }
-    const uint64_t now = NowNs();
-    if (call->first_wait_ns == 0) call->first_wait_ns = now;
-    if (spin_until == 0) spin_until = now + spin_ns;
-    if (now < spin_until) {
-      pause();
-      continue;
-    }
-    // About to sleep: only now is the timeout looked up (a syscall), so spinning stays cheap.
-    if (call->deadline_ns == 0) {
-      call->deadline_ns = TimeoutDeadline(s, want_write, call->first_wait_ns);
-    }
-    if (now >= call->deadline_ns) {
-      return Status(EAGAIN, want_write ? "SO_SNDTIMEO" : "SO_RCVTIMEO");
-    }
-    int timeout_ms = -1;
-    if (call->deadline_ns != kNoDeadline) {
-      timeout_ms = static_cast<int>(
-          std::min<uint64_t>((call->deadline_ns - now + 999999) / 1000000, INT32_MAX));
-    }
-    Status st = SleepOnSocket(s, want_write, timeout_ms);
-    if (!st.ok() && st.code() != ETIMEDOUT) return st;  // ETIMEDOUT: the loop checks the deadline
-  }
-}
-
-// A stream result of kMovedToTcp (the peer moved the connection to TCP, tcp_move.h): advances the
-// relay; EAGAIN while it waits (Drive sleeps), kMovedToTcp once the call may go to the kernel
-// socket, or the connection's error.
-Result<size_t> AfterMove(SanSocket& s, Result<size_t> r) {
-  if (r.ok() || r.status().code() != proto::kMovedToTcp) return r;
-  Status st = AdvanceMoved(s);
-  return st.ok() ? r : Result<size_t>(st);
-}
-
-bool MovedOn(const Result<size_t>& r) { return !r.ok() && r.status().code() == proto::kMovedToTcp; }
-
 // sendmsg/recvmsg of an iovec array on the kernel socket: sockets sanlib does not carry, and the
 // rest of a call whose connection continues over the kernel socket.
 ssize_t KernelSendIov(int fd, const iovec* iov, int iovcnt, int flags) {
@@ -151,23 +66,6 @@ ssize_t KernelRecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
   return kernel::recvmsg(fd, &msg, flags);
-}
-
-// The rest of a call whose connection now continues over the kernel socket: what the kernel
-// call returns, after `total` bytes the SAN path moved.
-ssize_t KernelRest(ssize_t total, ssize_t n) {
-  if (n < 0) return total > 0 ? total : -1;
-  return total + n;
-}
-
-// The errno a kernel socket would report for a broken connection, once; then EPIPE (send) or EOF.
-int ConnectionErrno(SanSocket& s, int code, bool sending) {
-  if (code == EPIPE) return EPIPE;
-  if (s.error_reported.exchange(true)) return sending ? EPIPE : 0;
-  // Broken after the peer's FIN (it closed, then its side went away): TCP's RST in CLOSE_WAIT,
-  // which the kernel reports as EPIPE, never ECONNRESET (tcp_reset()); reading gives EOF.
-  if (s.stream->GetReadiness().peer_closed) return sending ? EPIPE : 0;
-  return code == ECONNRESET || code == EPROTO ? ECONNRESET : code;
 }
 
 void RaiseSigpipe(int flags) {

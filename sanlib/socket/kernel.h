@@ -44,6 +44,9 @@ inline ssize_t send(int fd, const void* buf, size_t len, int flags) {
 inline ssize_t recv(int fd, void* buf, size_t len, int flags) {
   return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
 }
+inline ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
+  return ::syscall(SYS_sendfile, out_fd, in_fd, offset, count);
+}
 inline int shutdown(int fd, int how) { return static_cast<int>(::syscall(SYS_shutdown, fd, how)); }
 inline int close(int fd) { return KernelClose(fd); }
 inline int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {

@@ -42,6 +42,18 @@ ssize_t san_write(int fd, const void* buf, size_t len);
 ssize_t san_readv(int fd, const struct iovec* iov, int iovcnt);
 ssize_t san_writev(int fd, const struct iovec* iov, int iovcnt);
 
+/* File transfer without a buffer of the caller's in between.
+ * san_recvfile: receives up to count bytes from SAN socket sock and writes them to out_fd straight
+ * from the channel's receive buffers (one copy). offset != NULL: written at *offset with pwrite,
+ * which is advanced; NULL: at out_fd's file position. Returns the bytes moved (>= 1, possibly
+ * fewer than count, as recv), 0 at EOF, or -1 with errno: the socket's errors as recv reports them,
+ * or the write's (ENOSPC, EFBIG, EIO...) -- then the bytes the file did not take stay queued in
+ * the socket for the next recv/san_recvfile. Blocks, or not (EAGAIN), as recv on the socket does.
+ * san_sendfile: sendfile(2) to a socket (the same arguments, results and offset rules). Both work
+ * on any socket; on plain kernel TCP they use the kernel socket. */
+ssize_t san_recvfile(int sock, int out_fd, off_t* offset, size_t count);
+ssize_t san_sendfile(int sock, int in_fd, off_t* offset, size_t count);
+
 int san_shutdown(int fd, int how);
 int san_close(int fd);
 

@@ -1,0 +1,156 @@
+// san_recvfile / san_sendfile (file_transfer.h).
+#include "socket/file_transfer.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <span>
+
+#include "socket/drive.h"
+#include "socket/kernel.h"
+
+namespace san {
+namespace {
+
+// Bounce buffer for the paths that must copy (the kernel socket's, and the file read of
+// SendFromFile): one per thread, made on first use.
+constexpr size_t kBounce = 256 * 1024;
+std::byte* Bounce() {
+  static thread_local std::unique_ptr<std::byte[]> buffer;
+  if (!buffer) buffer.reset(new std::byte[kBounce]);
+  return buffer.get();
+}
+
+// One write of [p, p+n) to the file: at *offset (advanced) with pwrite, else at its position.
+// (Raw system calls: under the compatibility layer, libc's would pass through its interposers.)
+ssize_t WriteOut(int fd, off_t* offset, const void* p, size_t n) {
+  if (!offset) return ::syscall(SYS_write, fd, p, n);
+  const ssize_t w = ::syscall(SYS_pwrite64, fd, p, n, *offset);
+  if (w > 0) *offset += w;
+  return w;
+}
+
+// The kernel socket's way: peek, write what the file takes, then consume exactly that, so bytes
+// the file refused stay queued in the socket (nothing is lost to a full disk).
+ssize_t KernelRecvToFile(int sock, int out_fd, off_t* offset, size_t count, int flags) {
+  std::byte* buf = Bounce();
+  const ssize_t got = kernel::recv(sock, buf, std::min(count, kBounce), MSG_PEEK | flags);
+  if (got <= 0) return got;
+  const ssize_t wrote = WriteOut(out_fd, offset, buf, static_cast<size_t>(got));
+  if (wrote <= 0) return wrote == 0 ? (errno = EIO, -1) : -1;
+  // The bytes are queued (we peeked them) and this is their only reader: this takes them at once.
+  const ssize_t taken = kernel::recv(sock, buf, static_cast<size_t>(wrote), MSG_DONTWAIT);
+  return taken == wrote ? wrote : (errno = EIO, -1);
+}
+
+}  // namespace
+
+ssize_t RecvToFile(int sock, int out_fd, off_t* offset, size_t count) {
+  SanSocket* s = ShmSocket(sock);
+  if (!s) return KernelRecvToFile(sock, out_fd, offset, count, 0);
+  if (count == 0) return 0;
+  // As RecvIov: after shutdown(SHUT_RD) an empty queue reads as EOF instead of blocking.
+  const bool read_shut = s->read_shut.load();
+  const bool nonblocking = read_shut || s->nonblocking.load(std::memory_order_relaxed);
+  size_t total = 0;
+  CallDeadline deadline;
+  for (;;) {
+    std::span<const std::byte> lent;
+    // The first loan waits like recv(); later ones only take what is already queued.
+    Result<size_t> r = Drive(*s, false, nonblocking || total > 0, &deadline, [&] {
+      Result<std::span<const std::byte>> b = s->stream->Borrow(count - total);
+      if (!b.ok()) return AfterMove(*s, Result<size_t>(b.status()));
+      lent = b.value();
+      return Result<size_t>(lent.size());
+    });
+    if (MovedOn(r)) {
+      const ssize_t n = KernelRecvToFile(sock, out_fd, offset, count - total,
+                                         read_shut || total > 0 ? MSG_DONTWAIT : 0);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && (read_shut || total > 0)) {
+        return static_cast<ssize_t>(total);
+      }
+      return KernelRest(static_cast<ssize_t>(total), n);
+    }
+    if (!r.ok()) {
+      if (total > 0) return static_cast<ssize_t>(total);
+      int err = r.status().code();
+      if (err == EAGAIN && read_shut) return 0;
+      if (err != EAGAIN && err != EINTR) err = ConnectionErrno(*s, err, false);
+      if (err == 0) return 0;
+      errno = err;
+      return -1;
+    }
+    if (r.value() == 0) return static_cast<ssize_t>(total);  // EOF
+    // Outside the stream's lock: the loan keeps the bytes where they are until GiveBack.
+    const ssize_t wrote = WriteOut(out_fd, offset, lent.data(), lent.size());
+    const int write_errno = errno;
+    s->stream->GiveBack(wrote > 0 ? static_cast<size_t>(wrote) : 0);
+    WakeSleepers(*s);  // a reader that found the bytes lent may go on
+    if (wrote <= 0) {
+      if (total > 0) return static_cast<ssize_t>(total);  // the error shows on the next call
+      errno = wrote == 0 ? EIO : write_errno;
+      return -1;
+    }
+    total += static_cast<size_t>(wrote);
+    if (static_cast<size_t>(wrote) < lent.size() || total == count) {
+      return static_cast<ssize_t>(total);
+    }
+  }
+}
+
+ssize_t SendFromFile(int sock, int in_fd, off_t* offset, size_t count) {
+  if (!ShmSocket(sock)) return kernel::sendfile(sock, in_fd, offset, count);
+  // The file is read at an explicit position, so a partial send (nonblocking, interrupted) leaves
+  // the position just past what was sent, as the kernel's sendfile does. Files that cannot pread
+  // (pipes, sockets) get EINVAL, as from sendfile.
+  const off_t pos = offset ? *offset : ::lseek(in_fd, 0, SEEK_CUR);
+  if (pos < 0) {
+    if (errno == ESPIPE) errno = EINVAL;
+    return -1;
+  }
+  std::byte* buf = Bounce();
+  size_t sent = 0;
+  int error = 0;
+  while (sent < count) {
+    const ssize_t got =
+        ::pread(in_fd, buf, std::min(kBounce, count - sent), pos + static_cast<off_t>(sent));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      error = errno;
+      break;
+    }
+    if (got == 0) break;  // end of file
+    size_t done = 0;
+    while (done < static_cast<size_t>(got)) {
+      iovec iov{buf + done, static_cast<size_t>(got) - done};
+      const ssize_t n = SendIov(sock, &iov, 1, MSG_NOSIGNAL);
+      if (n < 0) {
+        error = errno;
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+    sent += done;
+    if (error) break;
+  }
+  if (offset) {
+    *offset = pos + static_cast<off_t>(sent);
+  } else {
+    ::lseek(in_fd, pos + static_cast<off_t>(sent), SEEK_SET);
+  }
+  if (sent == 0 && error) {
+    if (error == EPIPE)
+      raise(SIGPIPE);  // sendfile raises it like write (we asked for no signal
+                       // inside, so a partial send does not)
+    errno = error;
+    return -1;
+  }
+  return static_cast<ssize_t>(sent);
+}
+
+}  // namespace san
