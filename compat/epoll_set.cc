@@ -46,6 +46,13 @@ int Fail(int err) {
 
 SocketTable& Table() { return Runtime::Get().table(); }
 
+// Threads of this process asleep in the kernel's epoll_wait through KernelWait (on any set). An
+// epoll_ctl that adds or changes a SAN member kicks the kernel instance only when there may be one
+// (the kick is a syscall, and event loops call epoll_ctl on nearly every request). Dekker-style
+// with EpollSet::size_: KernelWait counts itself, then looks for members; Control publishes the
+// member, then looks at the count (all seq_cst), so one of them sees the other.
+std::atomic<int> kernel_sleepers{0};
+
 }  // namespace
 
 EpollSet* EpollSet::Find(int epfd, bool create) {
@@ -69,6 +76,7 @@ EpollSet::~EpollSet() {
 
 void EpollSet::WakeWaitersLocked(int epfd) {
   sleepers_.Wake();
+  if (kernel_sleepers.load(std::memory_order_seq_cst) == 0) return;
   if (!kick_tried_) {
     kick_tried_ = true;
     const int fd = PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -101,7 +109,13 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
   std::optional<WaitBudget> budget;
   int left = timeout_ms;
   for (;;) {
+    kernel_sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (Involved(epfd)) {  // a SAN member came meanwhile: its epoll_ctl may not have kicked
+      kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      return Wait(epfd, events, max_events, left, sigmask);
+    }
     const int n = Real().epoll_pwait(epfd, events, max_events, left, sigmask);
+    kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (n <= 0) return n;
     const int kept = DropKicks(events, n);
     if (kept > 0) return kept;
@@ -121,7 +135,7 @@ void EpollSet::Forget(int epfd) {
 
 bool EpollSet::Involved(int epfd) {
   EpollSet* set = Sets().sets.Find(epfd);  // a racing Forget only makes this answer stale
-  return set && set->size_.load(std::memory_order_acquire) > 0;
+  return set && set->size_.load(std::memory_order_seq_cst) > 0;
 }
 
 void EpollSet::DropFd(int epfd, int fd) {
@@ -157,7 +171,7 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
   auto pin = Table().Pin();
   std::lock_guard<std::mutex> lock(set->mu_);
   const int rc = set->ControlLocked(epfd, op, fd, s, event);
-  set->size_.store(set->members_.size(), std::memory_order_release);
+  set->size_.store(set->members_.size(), std::memory_order_seq_cst);
   if (rc == 0 && op != EPOLL_CTL_DEL) set->WakeWaitersLocked(epfd);  // they may not watch it yet
   SAN_LOG_DEBUG("epoll_ctl(%d, %d, %d, 0x%x) = %d (%s)", epfd, op, fd, event ? event->events : 0u,
                 rc, rc == 0 ? "ok" : strerror(errno));
@@ -184,10 +198,13 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
     return 0;
   }
   // The kernel checks the epoll fd (EBADF, EINVAL if not an epoll) and holds no registration of a
-  // SAN socket: a pending one it held is dropped here.
-  epoll_event unused{};
-  if (Real().epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused) != 0 && errno != ENOENT) return -1;
-  if (m) m->pending = false;
+  // SAN socket: a pending one it held is dropped here. A settled member's MOD/DEL needs neither
+  // (the set is forgotten when its epoll fd closes), which saves event loops a syscall per call.
+  if (!m || m->pending) {
+    epoll_event unused{};
+    if (Real().epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused) != 0 && errno != ENOENT) return -1;
+    if (m) m->pending = false;
+  }
   if (op != EPOLL_CTL_DEL && (event->events & EPOLLEXCLUSIVE)) {
     if (op == EPOLL_CTL_MOD || (event->events & ~kExclusiveOk)) return Fail(EINVAL);
   }
