@@ -12,6 +12,7 @@
 #include "common/fd_index.h"
 #include "common/fd_placement.h"
 #include "common/log.h"
+#include "common/this_pid.h"
 #include "compat/real_calls.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
@@ -70,8 +71,70 @@ namespace {
 constexpr uint64_t kKickMarker = 0x53414e4b49434b21ull;  // "SANKICK!"
 }  // namespace
 
+// inner_'s events: a member's socket id and which of its fds.
+enum WatchKind : uint64_t { kBell = 0, kTcp = 1 };
+uint64_t WatchKey(uint64_t socket_id, WatchKind kind) { return socket_id << 1 | kind; }
+
 EpollSet::~EpollSet() {
   if (kick_ >= 0) kernel::close(kick_);  // the kernel drops it from the instance
+  if (inner_ >= 0) kernel::close(inner_);
+}
+
+bool EpollSet::WatchLocked(Member* const* members, const bool* watch_tcp, size_t count) {
+  if (inner_ < 0) {
+    if (inner_pid_ != 0) return false;  // made and lost, or failed: the old way from now on
+    inner_pid_ = ThisPid();
+    inner_ = PlaceHigh(epoll_create1(EPOLL_CLOEXEC));
+    if (inner_ < 0) return false;
+  }
+  if (inner_pid_ != ThisPid()) return false;  // a fork child: the instance is the parent's too
+  auto watch = [&](int fd, uint64_t key, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events | EPOLLET;
+    ev.data.u64 = key;
+    if (Real().epoll_ctl(inner_, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+    return errno == EEXIST && Real().epoll_ctl(inner_, EPOLL_CTL_MOD, fd, &ev) == 0;
+  };
+  for (size_t i = 0; i < count; ++i) {
+    Member& m = *members[i];
+    const int bell = m.socket->stream->endpoint().notify_fd();
+    if (m.bell_fd != bell) {
+      if (bell < 0 || !watch(bell, WatchKey(m.socket_id, kBell), EPOLLIN)) return false;
+      m.bell_fd = bell;
+    }
+    if (watch_tcp[i] == m.tcp_watched) continue;
+    if (watch_tcp[i]) {
+      if (!watch(m.fd, WatchKey(m.socket_id, kTcp), EPOLLIN | EPOLLRDHUP)) return false;
+    } else {
+      epoll_event unused{};
+      Real().epoll_ctl(inner_, EPOLL_CTL_DEL, m.fd, &unused);
+    }
+    m.tcp_watched = watch_tcp[i];
+  }
+  return true;
+}
+
+void EpollSet::UnwatchLocked(Member& m) {
+  if (inner_ >= 0 && inner_pid_ == ThisPid()) {
+    epoll_event unused{};
+    if (m.bell_fd >= 0) Real().epoll_ctl(inner_, EPOLL_CTL_DEL, m.bell_fd, &unused);
+    if (m.tcp_watched) Real().epoll_ctl(inner_, EPOLL_CTL_DEL, m.fd, &unused);
+  }
+  m.bell_fd = -1;
+  m.tcp_watched = false;
+}
+
+void EpollSet::DrainInnerLocked(std::vector<uint64_t>* bells, std::vector<uint64_t>* tcps) {
+  if (inner_ < 0) return;
+  constexpr int kBatch = 64;
+  epoll_event got[kBatch];
+  for (;;) {
+    const int n = Real().epoll_wait(inner_, got, kBatch, 0);
+    for (int i = 0; i < n; ++i) {
+      (got[i].data.u64 & 1 ? tcps : bells)->push_back(got[i].data.u64 >> 1);
+    }
+    if (n < kBatch) return;
+  }
 }
 
 void EpollSet::WakeWaitersLocked(int epfd) {
@@ -142,7 +205,7 @@ void EpollSet::DropFd(int epfd, int fd) {
   std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
   if (EpollSet* set = Find(epfd, false)) {
     std::lock_guard<std::mutex> lock(set->mu_);
-    set->DropFdLocked(fd);
+    set->DropFdLocked(fd, false);  // fd names something else now: never unregister by number
   }
 }
 
@@ -153,10 +216,14 @@ EpollSet::Member* EpollSet::FindLocked(int fd) {
   return nullptr;
 }
 
-void EpollSet::DropFdLocked(int fd) {
-  members_.erase(
-      std::remove_if(members_.begin(), members_.end(), [&](const Member& m) { return m.fd == fd; }),
-      members_.end());
+void EpollSet::DropFdLocked(int fd, bool live) {
+  members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                [&](Member& m) {
+                                  if (m.fd != fd) return false;
+                                  if (live) UnwatchLocked(m);
+                                  return true;
+                                }),
+                 members_.end());
   size_.store(members_.size(), std::memory_order_release);
 }
 
@@ -181,7 +248,8 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
 int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event* event) {
   Member* m = FindLocked(fd);
   if (m && (m->socket != &s || m->socket_id != s.id)) {
-    DropFdLocked(fd);  // a socket closed since: its registration went with it, as in the kernel
+    DropFdLocked(fd,
+                 false);  // a socket closed since: its registration went with it, as in the kernel
     m = nullptr;
   }
   if (s.mode.load(std::memory_order_acquire) != SocketMode::kShm) {
@@ -193,7 +261,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
       m->events = event->events;
       m->data = event->data;
     } else if (m) {
-      DropFdLocked(fd);
+      DropFdLocked(fd, true);
     }
     return 0;
   }
@@ -223,7 +291,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
       return 0;
     default:
       if (!m) return Fail(ENOENT);
-      DropFdLocked(fd);
+      DropFdLocked(fd, true);
       return 0;
   }
 }
@@ -249,6 +317,26 @@ void EpollSet::RefreshLocked(int epfd) {
                                 }),
                  members_.end());
   size_.store(members_.size(), std::memory_order_release);
+}
+
+void EpollSet::MarkFired(int epfd, int inner, const std::vector<SleepWatch>& watches,
+                         std::vector<pollfd>* fds) {
+  std::vector<uint64_t> bells, tcps;
+  {
+    std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
+    EpollSet* set = Find(epfd, false);
+    if (!set) return;  // closed meanwhile: FinishSleep only ends the watches
+    std::lock_guard<std::mutex> lock(set->mu_);
+    if (set->inner_ != inner) return;
+    set->DrainInnerLocked(&bells, &tcps);
+  }
+  auto fired = [](const std::vector<uint64_t>& ids, uint64_t id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  };
+  for (const SleepWatch& w : watches) {
+    if (fired(bells, w.id)) (*fds)[w.first].revents = POLLIN;
+    if (fired(tcps, w.id)) (*fds)[w.first + 2].revents = POLLIN;
+  }
 }
 
 int EpollSet::CollectLocked(epoll_event* events, int max) {
@@ -323,6 +411,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     std::vector<SleepWatch> watches;
     bool ready = false;
     bool new_edge = false;  // sleep for no time: collect again
+    int inner = -1;         // the set's own instance, if this sleep uses it
     int set_wake = -1;      // this thread's eventfd, registered with the set (epoll_ctl wakes it)
     int set_slot = -1;
     {
@@ -342,8 +431,10 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       // reaped since the collect is looked for below.
       std::vector<short> quiet;
       std::vector<const Member*> edges;
-      for (const Member& m : set->members_) {
+      std::vector<Member*> sleeping;
+      for (Member& m : set->members_) {
         if (m.pending || m.disabled) continue;
+        sleeping.push_back(&m);
         sockets.push_back(m.socket);
         interest.push_back(static_cast<short>(m.events & kEventBits));
         const bool quiet_edge = (m.events & EPOLLET) && m.reported && m.last_mask != 0;
@@ -363,6 +454,19 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
         set_wake = ThisThreadWakeFd();
         set_slot = set_wake >= 0 ? set->sleepers_.Add(set_wake) : -1;
         fds.push_back(pollfd{set_slot >= 0 ? set_wake : -1, POLLIN, 0});
+        // The members' fds in the set's own instance, unless one moved to TCP (it waits for
+        // what its relay needs) or this process cannot use the instance.
+        std::vector<uint8_t> watch_tcp(watches.size());
+        bool any_moved = false;
+        for (size_t i = 0; i < watches.size(); ++i) {
+          watch_tcp[i] = watches[i].watch_tcp;
+          any_moved = any_moved || watches[i].moved;
+        }
+        if (!any_moved &&
+            set->WatchLocked(sleeping.data(), reinterpret_cast<const bool*>(watch_tcp.data()),
+                             sleeping.size())) {
+          inner = set->inner_;
+        }
       }
     }
     if (ready) {
@@ -370,10 +474,22 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       continue;
     }
     const int timeout = new_edge ? 0 : set_slot < 0 && (left < 0 || left > 1) ? 1 : left;
-    const int rc = kernel::ppoll(fds.data(), fds.size(), SleepTimeout(watches, timeout), sigmask);
+    // One ppoll over three fds however many members (epoll_set.h), else a pollfd per fd.
+    pollfd few[3] = {fds.front(), pollfd{inner, POLLIN, 0}, pollfd{set_wake, POLLIN, 0}};
+    const bool use_inner = inner >= 0;
+    const int rc =
+        use_inner ? kernel::ppoll(few, 3, SleepTimeout(watches, timeout), sigmask)
+                  : kernel::ppoll(fds.data(), fds.size(), SleepTimeout(watches, timeout), sigmask);
     const int err = errno;
     if (rc <= 0) {
       for (pollfd& p : fds) p.revents = 0;
+    } else if (use_inner) {
+      // The wake-up eventfd stands for the set's slot and every member's: read it once, here.
+      if (few[2].revents) {
+        eventfd_t v;
+        eventfd_read(set_wake, &v);
+      }
+      if (few[1].revents) MarkFired(epfd, inner, watches, &fds);
     }
     if (set_slot >= 0) {
       if (fds.back().revents) {
