@@ -12,6 +12,7 @@
 #include "common/fd_index.h"
 #include "common/fd_placement.h"
 #include "common/log.h"
+#include "common/spin_governor.h"
 #include "common/this_pid.h"
 #include "compat/real_calls.h"
 #include "socket/kernel.h"
@@ -374,7 +375,9 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
                    const sigset_t* sigmask) {
   if (max_events <= 0) return Fail(EINVAL);
   Registry& r = Sets();
-  const WaitBudget budget(timeout_ms, Runtime::Get().config().spin_us);
+  const Config& config = Runtime::Get().config();
+  const WaitBudget budget(timeout_ms, SpinGovernor::BudgetNs(config));
+  bool slept = false;
   SpinPause pause;
   for (int round = 0;; ++round) {
     int n = 0;
@@ -399,13 +402,18 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       if (k < 0 && n == 0) return -1;
       if (k > 0) n += DropKicks(events + n, k);
     }
-    if (n > 0) return n;
+    if (n > 0) {
+      if (round > 0 && !slept) SpinGovernor::SpinSucceeded(config, budget.elapsed_ns());
+      return n;
+    }
     const int left = budget.remaining_ms();
     if (left == 0) return 0;
     if (budget.spinning()) {
       pause();
       continue;
     }
+    if (!slept) SpinGovernor::SpinFailed(config);
+    slept = true;
     // Sleep until a member's doorbell, a kernel fd of the set, or the timeout; then look again.
     std::vector<pollfd> fds{pollfd{epfd, POLLIN, 0}};
     std::vector<SleepWatch> watches;

@@ -20,8 +20,8 @@ inline uint64_t NowNs() {
 // the call sleeps (SAN_SPIN_US), both counted from construction.
 class WaitBudget {
  public:
-  WaitBudget(int timeout_ms, uint32_t spin_us)
-      : timeout_ms_(timeout_ms), start_(NowNs()), spin_end_(start_ + uint64_t{spin_us} * 1000) {}
+  WaitBudget(int timeout_ms, uint64_t spin_ns)
+      : timeout_ms_(timeout_ms), start_(NowNs()), spin_end_(start_ + spin_ns) {}
   // Milliseconds left for a sleep: -1 without a timeout, 0 once it has passed.
   int remaining_ms() const {
     if (timeout_ms_ < 0) return -1;
@@ -31,6 +31,7 @@ class WaitBudget {
                : timeout_ms_ - static_cast<int>(elapsed_ms);
   }
   bool spinning() const { return NowNs() < spin_end_; }
+  uint64_t elapsed_ns() const { return NowNs() - start_; }
 
  private:
   int timeout_ms_;

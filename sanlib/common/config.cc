@@ -67,6 +67,9 @@ const std::vector<SettingInfo>& Settings() {
       {"SAN_COPY_THRESHOLD", "2048", "sends up to this many bytes are staged and combined"},
       {"SAN_MTU", "32768", "largest DATA payload in bytes (4096..1048576, capped by the provider)"},
       {"SAN_SPIN_US", "50", "spin this long before sleeping on the doorbell (0 = sleep at once)"},
+      {"SAN_SPIN_ADAPT", "on",
+       "spin less while this thread's CPU is contended (involuntary switches); off: always "
+       "SAN_SPIN_US"},
       {"SAN_SINGLE_COPY", "off", "on: a sender writes large messages straight into a waiting receiver's buffer (process_vm_writev; falls back by itself where the kernel refuses). Off by default: slower than two copies where measured"},
       {"SAN_SINGLE_COPY_MIN", "65536", "smallest recv/send (bytes) that uses single copy (4096..1073741824)"},
       {"SAN_LINGER_MS", "2000", "close thread waits this long for FIN/FINACK before aborting"},
@@ -104,6 +107,9 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
   num("SAN_COPY_THRESHOLD", 0, 1 << 20, &c.copy_threshold);
   num("SAN_MTU", 4096, 1 << 20, &c.mtu);
   num("SAN_SPIN_US", 0, 10000000, &c.spin_us);
+  if (const char* v = getenv_fn("SAN_SPIN_ADAPT")) {
+    if (!ParseBool(v, &c.spin_adapt)) bad("SAN_SPIN_ADAPT", v);
+  }
   if (const char* v = getenv_fn("SAN_SINGLE_COPY")) {
     if (!ParseBool(v, &c.single_copy)) bad("SAN_SINGLE_COPY", v);
   }

@@ -24,6 +24,8 @@ struct Config {
   uint32_t copy_threshold = 2048;    // sends up to this size are staged/combined; above, sent directly
   uint32_t mtu = 32768;              // max DATA payload; capped by the provider's
   uint32_t spin_us = 50;             // spin this long before blocking on the doorbell (0 = block at once)
+  bool spin_adapt = true;            // SAN_SPIN_ADAPT: spin less while the CPU is contended
+                                     // (common/spin_governor.h); off: always spin_us
   // Single copy (docs/protocol.md "Single copy"): a receiver blocked in recv() with nothing queued
   // and a buffer of at least single_copy_min bytes lets the sender write straight into it
   // (process_vm_writev on shm) instead of through the receive buffers: one copy instead of two.

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "common/clock.h"
+#include "common/spin_governor.h"
 #include "common/status.h"
 #include "socket/runtime.h"
 #include "socket/san_socket.h"
@@ -46,13 +47,19 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadli
   // The clock is read at the first miss and then every kClockEvery-th: a spinning attempt is a
   // few tens of ns, so reading it each time would be a good part of the loop.
   constexpr uint32_t kClockEvery = 16;
-  const uint64_t spin_ns = uint64_t{Runtime::Get().config().spin_us} * 1000;
+  const Config& config = Runtime::Get().config();
+  const uint64_t spin_ns = SpinGovernor::BudgetNs(config);
   uint64_t spin_until = 0;
+  bool slept = false;
   SpinPause pause;
   for (uint32_t attempt = 0;; ++attempt) {
     Result<size_t> r = op();
     WakeSleepers(s);  // whatever this attempt reaped may be what another thread waits for
-    if (r.ok() || !r.status().would_block() || nonblocking) return r;
+    if (r.ok() || !r.status().would_block() || nonblocking) {
+      if (spin_until != 0 && !slept)
+        SpinGovernor::SpinSucceeded(config, NowNs() - (spin_until - spin_ns));
+      return r;
+    }
     if (spin_until != 0 && attempt % kClockEvery != 0) {
       pause();
       continue;
@@ -66,6 +73,7 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadli
     }
     // About to sleep: only now is the timeout looked up (a syscall), so spinning stays cheap.
     if (call->deadline_ns == 0) {
+      SpinGovernor::SpinFailed(config);  // once per call: the first time it sleeps
       call->deadline_ns = TimeoutDeadline(s, want_write, call->first_wait_ns);
     }
     if (now >= call->deadline_ns) {
@@ -76,6 +84,7 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadli
       timeout_ms = static_cast<int>(
           std::min<uint64_t>((call->deadline_ns - now + 999999) / 1000000, INT32_MAX));
     }
+    slept = true;
     Status st = SleepOnSocket(s, want_write, timeout_ms);
     if (!st.ok() && st.code() != ETIMEDOUT) return st;  // ETIMEDOUT: the loop checks the deadline
   }

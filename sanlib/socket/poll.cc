@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/spin_governor.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
@@ -117,7 +118,9 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
   }
   if (sans.empty()) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
 
-  const WaitBudget budget(timeout_ms, Runtime::Get().config().spin_us);
+  const Config& config = Runtime::Get().config();
+  const WaitBudget budget(timeout_ms, SpinGovernor::BudgetNs(config));
+  bool slept = false;
   SpinPause pause;
   for (int round = 0;; ++round) {
     // Look at everything: SAN state directly, kernel fds without waiting.
@@ -139,7 +142,10 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
       ++k;
       if (p.revents) ++ready;
     }
-    if (ready > 0) return ready;
+    if (ready > 0) {
+      if (round > 0 && !slept) SpinGovernor::SpinSucceeded(config, budget.elapsed_ns());
+      return ready;
+    }
     // The clock is read every kClockEvery-th round only: a round is tens of ns.
     if (round % kClockEvery != 0) {
       pause();
@@ -151,6 +157,8 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
       pause();
       continue;
     }
+    if (!slept) SpinGovernor::SpinFailed(config);
+    slept = true;
     // Sleep until a doorbell, a kernel fd or the timeout; then look again.
     for (pollfd& p : kernel_fds) p.revents = 0;
     int rc = SleepOnSockets(sans.data(), san_events.data(), sans.size(), kernel_fds.data(),

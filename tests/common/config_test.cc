@@ -33,7 +33,8 @@ TEST(ConfigTest, ParsesEverySetting) {
   std::vector<std::string> errors;
   Config c = ParseWith({{"SAN_PROVIDER", "off"}, {"SAN_WINDOW", "64"}, {"SAN_ACK_THRESHOLD", "8"},
                         {"SAN_COMBINE", "off"}, {"SAN_COMBINE_US", "10"}, {"SAN_COPY_THRESHOLD", "4096"},
-                        {"SAN_MTU", "65536"}, {"SAN_SPIN_US", "0"}, {"SAN_LINGER_MS", "5"},
+                        {"SAN_MTU", "65536"}, {"SAN_SPIN_US", "0"}, {"SAN_SPIN_ADAPT", "off"},
+                        {"SAN_LINGER_MS", "5"},
                         {"SAN_LOG", "debug"}, {"SAN_SINGLE_COPY", "off"},
                         {"SAN_SINGLE_COPY_MIN", "131072"}},
                        &errors);
@@ -46,6 +47,7 @@ TEST(ConfigTest, ParsesEverySetting) {
   EXPECT_EQ(c.copy_threshold, 4096u);
   EXPECT_EQ(c.mtu, 65536u);
   EXPECT_EQ(c.spin_us, 0u);
+  EXPECT_FALSE(c.spin_adapt);
   EXPECT_EQ(c.linger_ms, 5u);
   EXPECT_EQ(c.log_level, LogLevel::kDebug);
   EXPECT_FALSE(c.single_copy);
