@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "common/unique_fd.h"
 #include "modes.h"
@@ -14,6 +15,10 @@ namespace {
 
 // 4xx/5xx from the server -> kExitRemote; anything else (connection, timeout) -> kExitTransfer.
 int TransferFailure(const FtpClient& client, const Status& st, const char* what) {
+  if (strcmp(st.call(), kLocalFileCall) == 0) {
+    fprintf(stderr, "ftp_client: %s failed: local file: %s\n", what, strerror(st.code()));
+    return kExitLocal;
+  }
   const Reply& r = client.last_reply();
   fprintf(stderr, "ftp_client: %s failed: %s (last reply: %d %s)\n", what, st.ToString().c_str(),
           r.code, r.text.c_str());
@@ -49,7 +54,8 @@ int RunBatch(const BatchRequest& req, const ClientOptions& options) {
             client.last_reply().text.c_str());
     return kExitLogin;
   }
-  if (!client.SetBinary(true).ok()) return TransferFailure(client, Status(EPROTO, "TYPE I"), "TYPE I");
+  const char* type = req.ascii ? "TYPE A" : "TYPE I";
+  if (!client.SetBinary(!req.ascii).ok()) return TransferFailure(client, Status(EPROTO, type), type);
   Result<TransferStats> stats = Status(EINVAL, "no action");
   if (req.list) {
     std::string text;

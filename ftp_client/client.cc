@@ -1,6 +1,7 @@
 #include "client.h"
 
 #include <netdb.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,11 +11,15 @@
 #include <memory>
 
 #include "net/file_source.h"
+#include "protocol/ascii.h"
 
 namespace san::ftp {
 namespace {
 
 constexpr size_t kChunk = 256 * 1024;
+// One san_recvfile asks for this much: the bytes go from the channel to the file without a
+// buffer of ours, so the size only bounds how often progress is reported.
+constexpr size_t kFileChunk = 1024 * 1024;
 
 double Since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -27,6 +32,20 @@ HostPort WithPort(HostPort hp, uint16_t port) {
     reinterpret_cast<sockaddr_in6*>(&hp.addr)->sin6_port = htons(port);
   }
   return hp;
+}
+
+// All of p[0, n) to the local file; its error reported as kLocalFileCall.
+Status WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Status(errno, kLocalFileCall);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -52,6 +71,7 @@ Status FtpClient::Open(const std::string& host, uint16_t port) {
   }
   freeaddrinfo(res);
   if (!control_.valid()) return last;
+  binary_ = false;  // RFC 959: a session starts in TYPE A
   control_.SetNoDelay();
   reader_.emplace(control_, 64 * 1024);
   Result<Reply> greeting = ReadReply();
@@ -116,7 +136,14 @@ Result<Reply> FtpClient::Command(const std::string& line) {
   if (!control_.valid()) return Status(ENOTCONN, "not connected");
   const Status st = SendLine(line);
   if (!st.ok()) return st;
-  return ReadReply();
+  Result<Reply> r = ReadReply();
+  // TYPE I, TYPE L 8 and TYPE A [N] (any case, RFC 959's form) switch our side too once accepted.
+  if (r.ok() && r->code == 200 && line.size() > 5 && strncasecmp(line.c_str(), "TYPE ", 5) == 0) {
+    const char t = static_cast<char>(toupper(static_cast<unsigned char>(line[5])));
+    if (t == 'I' || t == 'L') binary_ = true;
+    if (t == 'A') binary_ = false;
+  }
+  return r;
 }
 
 Status FtpClient::Login(const std::string& user, const std::string& password) {
@@ -194,12 +221,13 @@ Result<Socket> FtpClient::StartTransfer(const std::string& command) {
   return data;
 }
 
-Result<TransferStats> FtpClient::FinishTransfer(Socket data, TransferStats stats, bool ok) {
+Result<TransferStats> FtpClient::FinishTransfer(Socket data, TransferStats stats, Status st) {
   stats.data_path = data.Mode();
-  data.Close();
+  data.Close();  // also what tells the server that a failed download ends here
   Result<Reply> r = ReadReply();
+  if (!st.ok()) return st;
   if (!r.ok()) return r.status();
-  if (!ok || (r->code != 226 && r->code != 250)) return Status(EIO, "transfer failed");
+  if (r->code != 226 && r->code != 250) return Status(EIO, "transfer failed");
   return stats;
 }
 
@@ -213,32 +241,54 @@ Result<TransferStats> FtpClient::Retrieve(const std::string& remote, int fd, uin
   Result<Socket> data = StartTransfer("RETR " + remote);
   if (!data.ok()) return data.status();
   TransferStats stats;
-  auto buf = std::make_unique<char[]>(kChunk);
-  // A blocking receive (see Socket::RecvWaiting): lets a sanlib server write straight into buf.
-  bool ok = data->SetReceiveTimeout(options_.timeout_ms).ok();
-  while (ok) {
-    Result<size_t> got = data->RecvWaiting(buf.get(), kChunk);
-    if (!got.ok()) {
-      ok = false;
-      break;
-    }
-    if (*got == 0) break;
-    size_t done = 0;
-    while (done < *got) {
-      const ssize_t w = ::write(fd, buf.get() + done, *got - done);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        ok = false;
-        break;
-      }
-      done += static_cast<size_t>(w);
-    }
-    if (!ok) break;
-    stats.bytes += *got;
-    if (options_.progress) options_.progress(stats.bytes);
-  }
+  const Status st =
+      binary_ ? ReceiveBinary(*data, fd, &stats) : ReceiveBuffered(*data, fd, true, &stats);
   stats.seconds = Since(start);
-  return FinishTransfer(std::move(data.value()), stats, ok);
+  return FinishTransfer(std::move(data.value()), stats, st);
+}
+
+Status FtpClient::ReceiveBinary(const Socket& data, int fd, TransferStats* stats) {
+  // One copy: sanlib writes the file straight from the channel's receive buffers (over TCP it
+  // is recv + write inside sanlib, which is what a buffer of ours would do). Blocking, bounded by
+  // SO_RCVTIMEO like RecvWaiting.
+  Status st = data.SetReceiveTimeout(options_.timeout_ms);
+  while (st.ok()) {
+    Result<size_t> got = data.RecvToFile(fd, kFileChunk);
+    if (!got.ok()) return got.status().would_block() ? Status(ETIMEDOUT, "recv") : got.status();
+    if (*got == 0) break;
+    stats->bytes += *got;
+    if (options_.progress) options_.progress(stats->bytes);
+  }
+  return st;
+}
+
+Status FtpClient::ReceiveBuffered(const Socket& data, int fd, bool ascii, TransferStats* stats) {
+  auto buf = std::make_unique<char[]>(kChunk);
+  AsciiDecoder decoder;
+  std::string converted;
+  // A blocking receive (see Socket::RecvWaiting): lets a sanlib server write straight into buf.
+  Status st = data.SetReceiveTimeout(options_.timeout_ms);
+  while (st.ok()) {
+    Result<size_t> got = data.RecvWaiting(buf.get(), kChunk);
+    if (!got.ok()) return got.status();
+    const char* out = buf.get();
+    size_t out_len = *got;
+    if (ascii) {
+      converted.clear();
+      if (*got == 0) {
+        decoder.Finish(&converted);  // a lone CR at the very end is data
+      } else {
+        decoder.Decode(buf.get(), *got, &converted);
+      }
+      out = converted.data();
+      out_len = converted.size();
+    }
+    st = WriteAll(fd, out, out_len);
+    if (*got == 0) break;
+    stats->bytes += *got;
+    if (options_.progress) options_.progress(stats->bytes);
+  }
+  return st;
 }
 
 Result<TransferStats> FtpClient::Store(const std::string& remote, int fd, bool append,
@@ -252,45 +302,57 @@ Result<TransferStats> FtpClient::Store(const std::string& remote, int fd, bool a
   Result<Socket> data = StartTransfer((append ? "APPE " : "STOR ") + remote);
   if (!data.ok()) return data.status();
   TransferStats stats;
+  const Status st = binary_ ? SendBinary(*data, fd, &stats) : SendAscii(*data, fd, &stats);
+  stats.seconds = Since(start);
+  return FinishTransfer(std::move(data.value()), stats, st);
+}
+
+Status FtpClient::SendBinary(const Socket& data, int fd, TransferStats* stats) {
   // From a leased mapping of the file where possible (san_send copies from the page cache);
   // over kernel TCP the kernel copies anyway, and a buffer is as good.
-  FileSource source(fd, data->Accelerated(), kChunk);
-  bool ok = true;
+  FileSource source(fd, data.Accelerated(), kChunk);
   int waited_ms = 0;  // for a stalled server, in slices while on the mapping (FileSource)
-  while (ok) {
+  while (true) {
     Result<FileSource::Chunk> chunk = source.Next();
-    if (!chunk.ok()) {
-      ok = false;
-      break;
-    }
-    if (chunk->size == 0) break;
+    if (!chunk.ok()) return Status(chunk.status().code(), kLocalFileCall);
+    if (chunk->size == 0) return Status::Ok();
     const char* p = chunk->data;
     size_t left = chunk->size;
     while (left > 0) {
       p = source.Pin(p, left);  // mapped memory is ours only while the file's lease holds
-      Result<size_t> sent = data->SendSome(p, left);
-      if (!sent.ok()) {
-        ok = false;
-        break;
-      }
+      Result<size_t> sent = data.SendSome(p, left);
+      if (!sent.ok()) return sent.status();
       if (*sent > 0) {
         p += *sent;
         left -= *sent;
         waited_ms = 0;
+        stats->bytes += *sent;
         continue;
       }
       const int slice = source.mapped() ? std::min(options_.timeout_ms, FileSource::kLeaseCheckMs)
                                         : options_.timeout_ms;
-      if (!data->Writable(slice) && (waited_ms += slice) >= options_.timeout_ms) {
-        ok = false;
-        break;
+      if (!data.Writable(slice) && (waited_ms += slice) >= options_.timeout_ms) {
+        return Status(ETIMEDOUT, "send");
       }
     }
-    stats.bytes += chunk->size - left;
-    if (options_.progress) options_.progress(stats.bytes);
+    if (options_.progress) options_.progress(stats->bytes);
   }
-  stats.seconds = Since(start);
-  return FinishTransfer(std::move(data.value()), stats, ok);
+}
+
+Status FtpClient::SendAscii(const Socket& data, int fd, TransferStats* stats) {
+  FileSource source(fd, false, kChunk);  // every byte is looked at anyway: read, not mapped
+  std::string converted;
+  while (true) {
+    Result<FileSource::Chunk> chunk = source.Next();
+    if (!chunk.ok()) return Status(chunk.status().code(), kLocalFileCall);
+    if (chunk->size == 0) return Status::Ok();
+    converted.clear();
+    AsciiEncode(chunk->data, chunk->size, &converted);
+    const Status st = data.SendAll(converted, options_.timeout_ms);
+    if (!st.ok()) return st;
+    stats->bytes += converted.size();
+    if (options_.progress) options_.progress(stats->bytes);
+  }
 }
 
 Result<TransferStats> FtpClient::List(const std::string& verb, const std::string& path,
@@ -312,7 +374,7 @@ Result<TransferStats> FtpClient::List(const std::string& verb, const std::string
     stats.bytes += *got;
   }
   stats.seconds = Since(start);
-  return FinishTransfer(std::move(data.value()), stats, ok);
+  return FinishTransfer(std::move(data.value()), stats, ok ? Status::Ok() : Status(EIO, "recv"));
 }
 
 }  // namespace san::ftp

@@ -29,7 +29,7 @@ struct ClientOptions {
 };
 
 struct TransferStats {
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // bytes on the data connection (TYPE A: with the CRs of CRLF)
   double seconds = 0;
   std::string data_path;  // "shm", "tcp (...)"
 };
@@ -42,16 +42,20 @@ class FtpClient {
   Status Open(const std::string& host, uint16_t port);
   bool connected() const { return control_.valid(); }
   Status Login(const std::string& user, const std::string& password);
-  // Sends one command line and reads its reply.
+  // Sends one command line and reads its reply. A TYPE command the server accepts (also one sent
+  // with `quote`) sets binary().
   Result<Reply> Command(const std::string& line);
   const Reply& last_reply() const { return last_; }
   const Reply& greeting() const { return greeting_; }
   void Close();
 
+  // TYPE I (binary) or TYPE A. A new session is in TYPE A, RFC 959's default.
   Status SetBinary(bool binary);
-  // RETR remote into fd (from offset with REST when offset > 0).
+  bool binary() const { return binary_; }
+  // RETR remote into fd (from offset with REST when offset > 0). TYPE A: CRLF -> LF.
+  // A failure of the local file is reported with call() == kLocalFileCall.
   Result<TransferStats> Retrieve(const std::string& remote, int fd, uint64_t offset = 0);
-  // STOR (or APPE, or REST+STOR when offset > 0) from fd.
+  // STOR (or APPE, or REST+STOR when offset > 0) from fd. TYPE A: LF -> CRLF.
   Result<TransferStats> Store(const std::string& remote, int fd, bool append = false,
                               uint64_t offset = 0);
   // LIST / NLST / MLSD output as text.
@@ -66,13 +70,21 @@ class FtpClient {
   Status SendLine(const std::string& line);
   // Opens the data connection for one transfer command; returns it after the server's 1xx.
   Result<Socket> StartTransfer(const std::string& command);
-  Result<TransferStats> FinishTransfer(Socket data, TransferStats stats, bool ok);
+  // Closes data, reads the transfer's reply; `st` is how our side of the transfer went.
+  Result<TransferStats> FinishTransfer(Socket data, TransferStats stats, Status st);
+  // The bytes of a RETR into fd: through san_recvfile (binary, where sanlib has it) or a buffer.
+  Status ReceiveBinary(const Socket& data, int fd, TransferStats* stats);
+  Status ReceiveBuffered(const Socket& data, int fd, bool ascii, TransferStats* stats);
+  // The bytes of a STOR from fd: binary from a leased mapping or san_sendfile; TYPE A encoded.
+  Status SendBinary(const Socket& data, int fd, TransferStats* stats);
+  Status SendAscii(const Socket& data, int fd, TransferStats* stats);
 
   ClientOptions options_;
   Socket control_;
   std::optional<LineReader> reader_;
   Reply last_;
   Reply greeting_;
+  bool binary_ = false;  // the TYPE the server last accepted
   bool epsv_failed_ = false;
   bool eprt_failed_ = false;
 };

@@ -113,6 +113,11 @@ class Shell {
     progress_done();
     Reply();
     if (!stats.ok()) {
+      if (strcmp(stats.status().call(), kLocalFileCall) == 0) {
+        printf("local: %s\n", strerror(stats.status().code()));
+      } else {
+        printf("ftp: %s\n", stats.status().ToString().c_str());
+      }
       failed_ = true;
       return;
     }
@@ -175,7 +180,17 @@ class Shell {
       if (n < 3 && tty_) pass = getpass("Password: ");
       const Status st = client_.Login(a[1], pass);
       Reply();
-      if (!st.ok()) printf("Login failed.\n");
+      if (!st.ok()) {
+        printf("Login failed.\n");
+        return true;
+      }
+      // netkit-ftp's rule: a Unix server with 8-bit bytes gets binary transfers unless the user
+      // asks for ascii; anything else stays in TYPE A, the RFC 959 default.
+      Result<san::ftp::Reply> syst = client_.Command("SYST");
+      if (syst.ok() && syst->code == 215 && syst->text.rfind("UNIX Type: L8", 0) == 0 &&
+          client_.SetBinary(true).ok()) {
+        printf("Remote system type is UNIX.\nUsing binary mode to transfer files.\n");
+      }
     } else if (c == "ls" || c == "dir") {
       List(c == "ls" ? "NLST" : "LIST", n >= 2 ? a[1] : "");
     } else if (c == "cd") {
@@ -185,7 +200,7 @@ class Shell {
     } else if (c == "pwd") {
       Simple("PWD");
     } else if (c == "binary" || c == "image") {
-      Simple("TYPE I");
+      Simple("TYPE I");  // the client follows the TYPE the server accepts (FtpClient::Command)
     } else if (c == "ascii") {
       Simple("TYPE A");
     } else if (c == "get" || c == "recv") {
@@ -239,6 +254,9 @@ class Shell {
     } else if (c == "size") {
       if (Need(n == 2, "size remote")) Simple("SIZE " + a[1]);
     } else if (c == "status") {
+      printf("Type: %s; passive: %s; hash: %s; verbose: %s\n",
+             client_.binary() ? "binary" : "ascii", client_.options().passive ? "on" : "off",
+             hash_ ? "on" : "off", client_.options().verbose ? "on" : "off");
       Simple("STAT");
     } else if (c == "quote") {
       std::string rest;

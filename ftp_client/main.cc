@@ -1,5 +1,7 @@
 // ftp_client: an FTP client over SAN sockets. Batch mode with a URL, interactive otherwise.
 // See docs/ftp.md and --help.
+#include <signal.h>
+
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
       ("put", po::value(&req.put), "batch: upload this local file to the URL's path")
       ("list", po::bool_switch(&req.list), "batch: print the LIST of the URL's path")
       ("resume", po::bool_switch(&req.resume), "batch: continue a partial download or upload (REST)")
+      ("ascii", po::bool_switch(&req.ascii), "batch: TYPE A, text lines converted (LF locally, CRLF on the wire)")
       ("active", po::bool_switch(&active), "active mode (EPRT/PORT) instead of passive")
       ("no-upgrade", po::bool_switch(&no_upgrade), "do not upgrade the control connection (AUTH SAN)")
       ("timeout", po::value(&options.timeout_ms)->default_value(options.timeout_ms), "milliseconds per network wait")
@@ -51,12 +54,18 @@ int main(int argc, char** argv) {
   options.passive = !active;
   options.san_upgrade = !no_upgrade;
   IgnoreSigpipe();
+  signal(SIGXFSZ, SIG_IGN);  // a download past RLIMIT_FSIZE: EFBIG, exit code 6, not a core
   if (!positional.empty() && positional[0].find("://") != std::string::npos) {
     if (positional.size() != 1) {
       fprintf(stderr, "ftp_client: one URL at a time\n");
       return kExitUsage;
     }
     req.url = positional[0];
+    if (req.ascii && req.resume) {
+      // A REST offset counts the server's bytes, which in TYPE A are not the local file's.
+      fprintf(stderr, "ftp_client: --resume needs binary transfers (not with --ascii)\n");
+      return kExitUsage;
+    }
     return RunBatch(req, options);
   }
   if (positional.size() > 2) {

@@ -26,6 +26,7 @@ struct BatchRequest {
   std::string put;     // --put: local file to upload
   bool list = false;   // --list: LIST to stdout
   bool resume = false; // --resume: REST from the local (get) or remote (put) size
+  bool ascii = false;  // --ascii: TYPE A (CRLF on the wire, LF in the local file)
 };
 
 int RunBatch(const BatchRequest& req, const ClientOptions& options);

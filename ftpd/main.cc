@@ -1,6 +1,7 @@
 // ftpd: an FTP server over SAN sockets. Standalone (-D) or inetd/systemd mode (fd 0).
 // See docs/ftp.md.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
     return RunDaemon(config, args.data());
   }
   IgnoreSigpipe();
+  // An upload past RLIMIT_FSIZE must fail with EFBIG (451 to the client, the partial file
+  // removed), not kill the session with SIGXFSZ.
+  signal(SIGXFSZ, SIG_IGN);
   // Under inetd, stdout and stderr are often the control socket itself: a log line from any
   // library would corrupt the dialogue, so they go to /dev/null instead.
   // (Only when they are the connection itself: under systemd, stderr is journald's socket.)

@@ -13,6 +13,8 @@
 # Bounded: every command runs under timeout(1) (45 s), lftp and ftp_client have 20 s network
 # timeouts, and no new measurement starts once the budget (default 480 s) is spent, so an
 # invocation ends within budget + 50 s (under 10 minutes by default) even if every peer hangs.
+# After the table, when perf works: CPU per SAN transfer by stage (client, server session) and
+# of cp, to show which stage bounds the transfer (docs/ftp.md).
 # Usage: ftp-bench.sh <build dir> [runs] [budget seconds]   (e.g. build/release 5)
 # Needs root for vsftpd's anonymous upload directory (vsftpd is skipped otherwise).
 set -u
@@ -165,6 +167,34 @@ copy() {  # <size>
   same "$TMP/root/f$size" "$TMP/local/got" && mbps "$size" "$t0" "$t1" || echo "-"
 }
 
+# CPU of one SAN transfer, by stage (after the timed runs, so the measuring costs no wall time):
+# the client's task-clock from perf stat, the server session's from the daemon's reaped children
+# (cutime + cstime in /proc, clock ticks), read once the daemon has reaped the session (it does
+# within 200 ms). Prints "client_ms:server_ms".
+ticks_of_children() { awk '{ print $16 + $17 }' "/proc/$1/stat"; }
+cpu_of() {  # <size> <get|put>
+  local size=$1 op=$2 before after cl url
+  url="ftp://bench:bench@127.0.0.1:$SAN_PORT"
+  rm -f "$TMP/local/got" "$TMP/root/up/f$size"
+  before=$(ticks_of_children "$SAN_PID")
+  if [ "$op" = get ]; then
+    bounded perf stat -x, -e task-clock -o "$TMP/cpu.perf" "$CLIENT" --timeout 20000 \
+      "$url/f$size" -o "$TMP/local/got" > /dev/null 2>&1
+  else
+    bounded perf stat -x, -e task-clock -o "$TMP/cpu.perf" "$CLIENT" --timeout 20000 \
+      --put "$TMP/root/f$size" "$url/up/f$size" > /dev/null 2>&1
+  fi
+  sleep 0.3
+  after=$(ticks_of_children "$SAN_PID")
+  cl=$(grep task-clock "$TMP/cpu.perf" 2> /dev/null | cut -d, -f1)
+  echo "${cl:--}:$(( (after - before) * 1000 / $(getconf CLK_TCK) ))"
+}
+cp_cpu() {  # <size>: cp's task-clock
+  rm -f "$TMP/local/got"
+  bounded perf stat -x, -e task-clock -o "$TMP/cpu.perf" cp "$TMP/root/f$1" "$TMP/local/got"
+  grep task-clock "$TMP/cpu.perf" | cut -d, -f1
+}
+
 # Results per row (size, op): space-separated lists in R_<size>_<op>_<column>.
 run=0
 while [ $run -lt "$RUNS" ]; do
@@ -211,3 +241,23 @@ for s in $SIZES; do
     printf '%-10s %-4s%s\n' "" "" "$line2"
   done
 done
+
+# The stages' CPU (see cpu_of), up to 5 transfers per row within what is left of the budget.
+if command -v perf > /dev/null && perf stat -e task-clock true > /dev/null 2>&1; then
+  echo "CPU ms per SAN transfer, median (min-max) of the runs: client (perf stat task-clock), server"
+  echo "session (reaped children of the daemon, $(getconf CLK_TCK) ticks/s), and cp of the same file"
+  printf '%-10s %-4s %19s %19s %19s\n' size op client server cp
+  for s in $SIZES; do
+    for op in get put; do
+      cl=""; sv=""; c=""
+      for k in 1 2 3 4 5; do
+        over_budget && break
+        v=$(cpu_of "$s" $op); cl="$cl ${v%:*}"; sv="$sv ${v#*:}"; c="$c $(cp_cpu "$s")"
+      done
+      set -- $(stats "$cl"); a="$1 ($2)"
+      set -- $(stats "$sv"); b="$1 ($2)"
+      set -- $(stats "$c"); d="$1 ($2)"
+      printf '%-10s %-4s %19s %19s %19s\n' "$s" $op "$a" "$b" "$d"
+    done
+  done
+fi

@@ -142,6 +142,53 @@ Result<size_t> Socket::SendFileSome(int file_fd, size_t len) const {
   return Status(err, "sendfile");
 }
 
+namespace {
+
+// san_recvfile reports the socket's errors and the file's in one errno. These are the ones recv(2)
+// never gives on a connected stream socket but write(2) on a file does.
+bool IsFileErrno(int err) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EIO:
+    case EBADF:
+    case EINVAL:
+    case EPERM:
+    case EROFS:
+    case EISDIR:
+    case ENXIO:
+    case EOVERFLOW:
+    case EPIPE:  // -o - into a pipe whose reader left
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status ErrorOf(int err, const char* call) {
+  if (err == EAGAIN || err == EWOULDBLOCK) return Status(EAGAIN, call);
+  return Status(err, IsFileErrno(err) ? kLocalFileCall : call);
+}
+
+}  // namespace
+
+Result<size_t> Socket::RecvToFile(int file_fd, size_t len) const {
+  while (true) {
+    const ssize_t got = san_recvfile(fd_, file_fd, nullptr, len);
+    if (got >= 0) return static_cast<size_t>(got);
+    if (errno != EINTR) return ErrorOf(errno, "recvfile");
+  }
+}
+
+Status Socket::SetNonBlocking(bool on) const {
+  const int flags = san_fcntl(fd_, F_GETFL);
+  if (flags < 0) return Status::FromErrno("fcntl");
+  const int want = on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK;
+  if (want != flags && san_fcntl(fd_, F_SETFL, want) != 0) return Status::FromErrno("fcntl");
+  return Status::Ok();
+}
+
 Result<size_t> Socket::RecvSome(void* buf, size_t len) const {
   const ssize_t got = san_recv(fd_, buf, len, MSG_DONTWAIT);
   if (got >= 0) return static_cast<size_t>(got);

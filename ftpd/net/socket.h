@@ -20,6 +20,10 @@
 
 namespace san::ftp {
 
+// Status::call() of a transfer step that failed on the local file rather than the network
+// (ENOSPC, EFBIG, EIO, ... of RecvToFile's write, or of a read of the file being sent).
+inline constexpr char kLocalFileCall[] = "local file";
+
 class Socket {
  public:
   Socket() = default;
@@ -66,6 +70,13 @@ class Socket {
   // bytes from file_fd's position, which it advances. 0 at end of file; kAgain status when the
   // socket would block.
   Result<size_t> SendFileSome(int file_fd, size_t len) const;
+  // san_recvfile: receives up to len bytes into file_fd at its position (advanced), straight from
+  // the SAN channel's receive buffers (one copy, no buffer of ours; recv + write on plain TCP).
+  // Bytes moved, 0 at EOF; kAgain status when it would block (O_NONBLOCK) or SO_RCVTIMEO passed;
+  // a failure of the file as call() == kLocalFileCall (its bytes stay queued in the socket).
+  Result<size_t> RecvToFile(int file_fd, size_t len) const;
+  // O_NONBLOCK on or off (for calls without a MSG_DONTWAIT: RecvToFile).
+  Status SetNonBlocking(bool on) const;
   // Is something readable now (data, EOF or error)?
   bool Readable(int timeout_ms) const;
   // Can a send make progress (or fail) within timeout_ms?

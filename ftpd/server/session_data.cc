@@ -1,8 +1,10 @@
 // Session: data connections (PORT EPRT PASV EPSV) and transfers (RETR STOR STOU APPE, listings).
 //
-// Data moves through a user buffer and san_send / san_recv on the SAN path (only sanlib's calls
-// reach it); a binary download whose data connection is kernel TCP (a client that is not sanlib)
-// goes from the file with sendfile(2), as other FTP servers do. Uploads of STOR go to a temporary
+// With as few copies as each side allows: a binary download on the SAN path is sent from a leased
+// mapping of the file (net/file_source.h: san_send copies from the page cache into the channel),
+// one on kernel TCP (a client that is not sanlib) with sendfile(2), as other FTP servers do; a
+// binary upload goes from the channel's receive buffers into the file with san_recvfile. TYPE A
+// converts every byte, so it goes through a buffer both ways. Uploads of STOR go to a temporary
 // name beside the target and are renamed into place only when complete, so an interrupted upload
 // never looks complete; APPE and REST+STOR extend the file in place and an interruption is logged
 // as incomplete ('i') in the xferlog.
@@ -20,6 +22,7 @@
 
 #include "fs/virtual_path.h"
 #include "net/file_source.h"
+#include "protocol/ascii.h"
 #include "protocol/reply.h"
 #include "server/session.h"
 
@@ -27,6 +30,8 @@ namespace san::ftp {
 namespace {
 
 constexpr size_t kChunk = 256 * 1024;
+// One san_recvfile asks for this much (no buffer of ours is involved).
+constexpr size_t kFileChunk = 1024 * 1024;
 // While the data connection never blocks, the control connection is still looked at (for ABOR,
 // STAT, a vanished client) after every this many bytes.
 constexpr size_t kControlCheckBytes = 4 * 1024 * 1024;
@@ -281,10 +286,7 @@ Session::TransferEnd Session::SendFrom(int file_fd, const std::string* memory, c
       size_t out_len = n;
       if (!binary_ && !memory) {  // TYPE A: LF -> CRLF on the wire (listings are CRLF already)
         converted.clear();
-        for (size_t i = 0; i < n; ++i) {
-          if (in[i] == '\n') converted.push_back('\r');
-          converted.push_back(in[i]);
-        }
+        AsciiEncode(in, n, &converted);
         out = converted.data();
         out_len = converted.size();
       }
@@ -336,18 +338,25 @@ Session::TransferEnd Session::SendFrom(int file_fd, const std::string* memory, c
 
 Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint64_t* bytes) {
   const int timeout_ms = config_.data_timeout_s * 1000;
-  auto buf = std::make_unique<char[]>(kChunk);
+  // Binary uploads go from the SAN channel's receive buffers to the file in one copy
+  // (san_recvfile; on a TCP data connection sanlib does recv + write). TYPE A converts every byte,
+  // so it receives into a buffer.
+  const bool to_file = binary_ && data.SetNonBlocking(true).ok();
+  std::unique_ptr<char[]> buf;
+  if (!to_file) buf = std::make_unique<char[]>(kChunk);
   std::string converted;
-  bool held_cr = false;  // TYPE A: a CR at the end of a chunk, undecided until the next byte
+  AsciiDecoder ascii;  // TYPE A: holds a CR that ends a chunk until the next byte decides
   size_t since_check = 0;
   in_transfer_ = true;
   transfer_bytes_ = 0;
   TransferEnd end = TransferEnd::kOk;
   while (true) {
-    Result<size_t> got = data.RecvSome(buf.get(), kChunk);
+    Result<size_t> got =
+        to_file ? data.RecvToFile(file_fd, kFileChunk) : data.RecvSome(buf.get(), kChunk);
     if (!got.ok()) {
       if (!got.status().would_block()) {
-        end = TransferEnd::kDataError;
+        end = strcmp(got.status().call(), kLocalFileCall) == 0 ? TransferEnd::kFileError
+                                                                : TransferEnd::kDataError;
         break;
       }
       end = WaitForData(data, POLLIN, timeout_ms);
@@ -361,27 +370,19 @@ Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint6
       if (ControlInterrupted() && quit_) end = TransferEnd::kDataError;
       break;
     }
-    const char* in = buf.get();
-    size_t in_len = n;
-    if (!binary_) {  // CRLF -> LF
-      converted.clear();
-      for (size_t i = 0; i < n; ++i) {
-        if (held_cr) {
-          if (buf[i] != '\n') converted.push_back('\r');
-          held_cr = false;
-        }
-        if (buf[i] == '\r') {
-          held_cr = true;
-        } else {
-          converted.push_back(buf[i]);
-        }
+    if (!to_file) {
+      const char* in = buf.get();
+      size_t in_len = n;
+      if (!binary_) {  // CRLF -> LF
+        converted.clear();
+        ascii.Decode(buf.get(), n, &converted);
+        in = converted.data();
+        in_len = converted.size();
       }
-      in = converted.data();
-      in_len = converted.size();
-    }
-    if (!WriteAll(file_fd, in, in_len)) {
-      end = TransferEnd::kFileError;
-      break;
+      if (!WriteAll(file_fd, in, in_len)) {
+        end = TransferEnd::kFileError;
+        break;
+      }
     }
     *bytes += n;
     transfer_bytes_ = *bytes;
@@ -394,8 +395,11 @@ Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint6
       }
     }
   }
-  if (held_cr && end == TransferEnd::kOk && !WriteAll(file_fd, "\r", 1))
-    end = TransferEnd::kFileError;
+  if (!binary_ && end == TransferEnd::kOk) {
+    converted.clear();
+    ascii.Finish(&converted);
+    if (!WriteAll(file_fd, converted.data(), converted.size())) end = TransferEnd::kFileError;
+  }
   in_transfer_ = false;
   return end;
 }

@@ -3,6 +3,7 @@
 // seeded-random replay test (fuzz_replay_test.cc, any compiler). A broken invariant traps.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,6 +12,7 @@
 #include "auth/users.h"
 #include "fs/virtual_path.h"
 #include "protocol/address.h"
+#include "protocol/ascii.h"
 #include "protocol/command.h"
 #include "protocol/reply.h"
 #include "url.h"
@@ -81,6 +83,28 @@ inline void OneInput(const uint8_t* data, size_t size) {
   std::string err;
   auto users = Users::Parse(in, &err);
   if (!users.ok()) Require(!err.empty());
+
+  // TYPE A: decoding what was encoded gives the input back, however the wire bytes are cut into
+  // chunks (the cut here depends on the input); decoding drops exactly the CRs of CRLFs, so a
+  // decoded stream has a CRLF only where the input had CR CR LF.
+  std::string wire;
+  AsciiEncode(in.data(), in.size(), &wire);
+  Require(wire.size() == in.size() + static_cast<size_t>(std::count(in.begin(), in.end(), '\n')));
+  const size_t cut = in.empty() ? 0 : static_cast<unsigned char>(in[0]) % (wire.size() + 1);
+  AsciiDecoder decoder;
+  std::string back;
+  decoder.Decode(wire.data(), cut, &back);
+  decoder.Decode(wire.data() + cut, wire.size() - cut, &back);
+  decoder.Finish(&back);
+  Require(back == in);
+  AsciiDecoder raw;
+  std::string decoded;
+  raw.Decode(in.data(), in.size(), &decoded);
+  raw.Finish(&decoded);
+  size_t crlf = 0;  // every CR right before an LF is dropped, every other byte kept
+  for (size_t i = 0; i + 1 < in.size(); ++i) crlf += in[i] == '\r' && in[i + 1] == '\n';
+  Require(decoded.size() == in.size() - crlf);
+  if (decoded.find("\r\n") != std::string::npos) Require(in.find("\r\r\n") != std::string_view::npos);
 }
 
 }  // namespace san::ftp::fuzz

@@ -13,10 +13,12 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -210,6 +212,22 @@ TEST(FtpInterop, FtpClientAgainstFtpdIsAcceleratedBothWays) {
       EXPECT_NE(r->err.find(" MB/s)"), std::string::npos) << r->err;
     }
   }
+  // Resumed transfers over shm: the client's san_recvfile appends at the local file's end after
+  // REST, the server's at the REST offset of its file.
+  WriteFile(local / "part.bin", ReadFile(local / "src.bin").substr(0, 1234567));
+  RunResult rget = RunProgram(
+      {FTP_CLIENT_BIN, "-v", "--resume", s.url("up.bin"), "-o", local / "part.bin"});
+  ASSERT_EQ(rget.exit_code, 0) << rget.err;
+  EXPECT_NE(rget.err.find("REST 1234567"), std::string::npos) << rget.err;
+  EXPECT_NE(rget.err.find("data path shm."), std::string::npos) << rget.err;
+  EXPECT_EQ(Checksum(local / "part.bin"), sum);
+  WriteFile(s.root() + "/rput.bin", ReadFile(local / "src.bin").substr(0, 2000000));
+  RunResult rput = RunProgram(
+      {FTP_CLIENT_BIN, "-v", "--resume", "--put", local / "src.bin", s.url("rput.bin")});
+  ASSERT_EQ(rput.exit_code, 0) << rput.err;
+  EXPECT_NE(rput.err.find("REST 2000000"), std::string::npos) << rput.err;
+  EXPECT_NE(rput.err.find("data path shm."), std::string::npos) << rput.err;
+  EXPECT_EQ(Checksum(s.root() + "/rput.bin"), sum);
   // Without the upgrade the control connection stays TCP, the data still goes over shm.
   RunResult plain =
       RunProgram({FTP_CLIENT_BIN, "-v", "--no-upgrade", s.url("up.bin"), "-o", local / "g2.bin"});
@@ -277,6 +295,133 @@ TEST(FtpInterop, FtpClientInteractiveFromStdin) {
   EXPECT_NE(r.out.find("221 "), std::string::npos);
 }
 
+// Text for TYPE A tests: lines ended by LF, some by CRLF (kept as data: CR CR LF on the wire),
+// lone CRs inside lines, and no final newline; about `n` bytes, so that CRs and LFs fall on every
+// kind of chunk boundary of a 256 KiB buffer.
+std::string TextFile(size_t n, unsigned seed) {
+  const std::string noise = RandomBytes(n, seed);
+  std::string text;
+  for (size_t i = 0; text.size() < n; ++i) {
+    const unsigned char r = static_cast<unsigned char>(noise[i % noise.size()]);
+    if (r < 20) {
+      text.push_back('\n');
+    } else if (r < 23) {
+      text.append("\r\n");
+    } else if (r < 25) {
+      text.push_back('\r');
+    } else {
+      text.push_back(static_cast<char>('a' + r % 26));
+    }
+  }
+  return text + "end";
+}
+
+// "" if equal, else where they first differ (gtest's own diff of two large strings takes minutes).
+std::string Difference(const std::string& got, const std::string& want) {
+  if (got == want) return "";
+  size_t i = 0;
+  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+  return "sizes " + std::to_string(got.size()) + " and " + std::to_string(want.size()) +
+         ", first difference at byte " + std::to_string(i) + ": " +
+         ::testing::PrintToString(got.substr(i, 8)) + " instead of " +
+         ::testing::PrintToString(want.substr(i, 8));
+}
+
+size_t CountLf(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+// TYPE A between our client and our server: LF -> CRLF on the wire both ways and back (the client
+// reports bytes on the wire: the file's plus one CR per LF), so text goes through unchanged; binary
+// gets of the same file are byte-exact; interactive mode switches with ascii/binary.
+TEST(FtpInterop, FtpClientAsciiAgainstFtpd) {
+  FtpdServer s;
+  ASSERT_TRUE(s.ok());
+  TempDir local;
+  const std::string text = TextFile(700000, 41);
+  WriteFile(local / "text.txt", text);
+  const std::string wire_bytes = std::to_string(text.size() + CountLf(text)) + " bytes in ";
+  for (const char* mode : {"--timeout=20000", "--active"}) {
+    SCOPED_TRACE(mode);
+    RunResult put = RunProgram(
+        {FTP_CLIENT_BIN, "-v", mode, "--ascii", "--put", local / "text.txt", s.url("t.txt")});
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+    EXPECT_NE(put.err.find("TYPE A"), std::string::npos) << put.err;
+    EXPECT_NE(put.err.find(wire_bytes), std::string::npos) << put.err;
+    EXPECT_EQ(Difference(ReadFile(s.root() + "/t.txt"), text), "");
+    RunResult get =
+        RunProgram({FTP_CLIENT_BIN, "-v", mode, "--ascii", s.url("t.txt"), "-o", local / "a.txt"});
+    ASSERT_EQ(get.exit_code, 0) << get.err;
+    EXPECT_NE(get.err.find(wire_bytes), std::string::npos) << get.err;
+    EXPECT_EQ(Difference(ReadFile(local / "a.txt"), text), "");
+  }
+  RunResult bin = RunProgram({FTP_CLIENT_BIN, s.url("t.txt"), "-o", local / "b.txt"});
+  ASSERT_EQ(bin.exit_code, 0) << bin.err;
+  EXPECT_EQ(Difference(ReadFile(local / "b.txt"), text), "");
+  // A REST offset counts the server's bytes: not with --ascii.
+  RunResult both = RunProgram({FTP_CLIENT_BIN, "--ascii", "--resume", s.url("t.txt")});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.err.find("--resume needs binary"), std::string::npos) << both.err;
+  // Interactive: binary after login (SYST says UNIX L8), ascii on request, status says which.
+  RunResult r = RunProgram({FTP_CLIENT_BIN, "127.0.0.1", std::to_string(s.port())}, 30,
+                           "user alice secret\nstatus\nascii\nstatus\nput " + local / "text.txt" +
+                               " i.txt\nget i.txt " + local / "ia.txt" + "\nbinary\nget i.txt " +
+                               local / "ib.txt" + "\nbye\n");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Using binary mode to transfer files."), std::string::npos) << r.out;
+  const size_t binary_at = r.out.find("Type: binary");
+  const size_t ascii_at = r.out.find("Type: ascii");
+  ASSERT_NE(binary_at, std::string::npos) << r.out;
+  ASSERT_NE(ascii_at, std::string::npos) << r.out;
+  EXPECT_LT(binary_at, ascii_at);
+  EXPECT_EQ(Difference(ReadFile(s.root() + "/i.txt"), text), "");
+  EXPECT_EQ(Difference(ReadFile(local / "ia.txt"), text), "");
+  EXPECT_EQ(Difference(ReadFile(local / "ib.txt"), text), "");
+  EXPECT_NE(r.out.find(wire_bytes), std::string::npos) << r.out;
+}
+
+// The local file failing during a transfer (ENOSPC, EFBIG) is told apart from the network: the
+// client's download into /dev/full or past its RLIMIT_FSIZE exits 6 (local file error); the
+// server's upload past its RLIMIT_FSIZE answers 451, removes the partial file and goes on serving.
+// Both over the SAN path (ftp_client) and the server's over TCP (curl).
+TEST(FtpInterop, LocalFileErrorsDuringTransfers) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit small = saved;
+  small.rlim_cur = 1 << 20;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  FtpdServer limited;  // inherits the 1 MiB limit
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ASSERT_TRUE(limited.ok());
+  TempDir local;
+  const std::string big = RandomBytes(3 << 20, 77);
+  WriteFile(local / "big.bin", big);
+  WriteFile(limited.root() + "/big.bin", big);
+  RunResult full = RunProgram({FTP_CLIENT_BIN, limited.url("big.bin"), "-o", "/dev/full"});
+  EXPECT_EQ(full.exit_code, 6) << full.err;
+  EXPECT_NE(full.err.find("local file"), std::string::npos) << full.err;
+  if (HaveProgram("prlimit")) {
+    RunResult fsize = RunProgram({"prlimit", "--fsize=100000", FTP_CLIENT_BIN, limited.url("big.bin"),
+                                  "-o", local / "part.bin"});
+    EXPECT_EQ(fsize.exit_code, 6) << fsize.err;
+    EXPECT_EQ(ReadFile(local / "part.bin"), big.substr(0, 100000));  // what fit is kept, in order
+  }
+  RunResult put = RunProgram({FTP_CLIENT_BIN, "-v", "--put", local / "big.bin", limited.url("up.bin")});
+  EXPECT_EQ(put.exit_code, 4) << put.err;
+  EXPECT_NE(put.err.find("451 "), std::string::npos) << put.err;
+  EXPECT_FALSE(Exists(limited.root() + "/up.bin"));
+  if (HaveProgram("curl")) {
+    RunResult c = RunProgram({"curl", "-sS", "-T", local / "big.bin", limited.url("up2.bin")});
+    EXPECT_NE(c.exit_code, 0);
+    EXPECT_FALSE(Exists(limited.root() + "/up2.bin"));
+  }
+  RunResult ls = RunProgram({"ls", "-a", limited.root()});
+  EXPECT_EQ(ls.out.find(".part"), std::string::npos) << ls.out;  // no partial file left behind
+  WriteFile(local / "small.bin", "fits");
+  RunResult ok = RunProgram({FTP_CLIENT_BIN, "--put", local / "small.bin", limited.url("s.bin")});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ReadFile(limited.root() + "/s.bin"), "fits");
+  EXPECT_NE(ReadFile(limited.xferlog()).find(" i\n"), std::string::npos);  // logged incomplete
+}
+
 // One line from a kernel socket, read byte by byte (bounded by 10 s); "" on EOF or timeout.
 std::string ReadLineFrom(int fd) {
   std::string line;
@@ -333,6 +478,93 @@ TEST(FtpInterop, ClientUpgradesWhenThe234AndTheUpgradeShareASegment) {
   EXPECT_EQ(heard, "FEAT|AUTH SAN");
   EXPECT_EQ(upgraded.load(), 0);
   EXPECT_NE(r.err.find("--- control connection: shm"), std::string::npos) << r.err;
+}
+
+// A download over shm that stalls: the client's san_recvfile waits at most --timeout (its
+// SO_RCVTIMEO), then the client gives up (exit 5) and closes the data connection. The server is a
+// thread of this test (kernel TCP control, a SAN data listener, so the data connection is shm),
+// which sends a little after its 150 and then nothing.
+TEST(FtpInterop, ClientTimesOutOnAStalledShmDownload) {
+  const int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(lfd, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  const int dl = san_socket(AF_INET, SOCK_SAN | SOCK_CLOEXEC, 0);
+  ASSERT_GE(dl, 0);
+  sockaddr_in d{};
+  d.sin_family = AF_INET;
+  d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(san_bind(dl, reinterpret_cast<sockaddr*>(&d), sizeof d), 0);
+  ASSERT_EQ(san_listen(dl, 1), 0);
+  len = sizeof d;
+  ASSERT_EQ(san_getsockname(dl, reinterpret_cast<sockaddr*>(&d), &len), 0);
+  const int data_port = ntohs(d.sin_port);
+  std::atomic<int> data_mode{-1};
+  std::atomic<bool> saw_eof{false};
+  std::thread server([&] {
+    pollfd p{lfd, POLLIN, 0};
+    if (poll(&p, 1, 20000) != 1) return;
+    const int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto say = [fd](const std::string& text) { send(fd, text.data(), text.size(), MSG_NOSIGNAL); };
+    say("220 a server that stalls\r\n");
+    for (int i = 0; i < 10; ++i) {
+      const std::string line = ReadLineFrom(fd);
+      const std::string verb = line.substr(0, 4);
+      if (verb == "FEAT") {
+        say("211 End\r\n");
+      } else if (verb == "USER") {
+        say("331 Password.\r\n");
+      } else if (verb == "PASS") {
+        say("230 Ok.\r\n");
+      } else if (verb == "TYPE") {
+        say("200 Ok.\r\n");
+      } else if (verb == "SIZE") {
+        say("213 1000000\r\n");
+      } else if (verb == "EPSV") {
+        say("229 Entering Extended Passive Mode (|||" + std::to_string(data_port) + "|)\r\n");
+      } else if (verb == "RETR") {
+        say("150 Here it comes.\r\n");
+        pollfd dp{dl, POLLIN, 0};
+        if (san_poll(&dp, 1, 10000) != 1) break;
+        const int data = san_accept4(dl, nullptr, nullptr, SOCK_CLOEXEC);
+        if (data < 0) break;
+        san_send(data, "0123456789", 10, MSG_NOSIGNAL);
+        san_info info{};
+        if (san_getinfo(data, &info) == 0) data_mode = info.mode;
+        pollfd wait{data, POLLIN, 0};  // and then nothing until the client gives up
+        char c;
+        saw_eof = san_poll(&wait, 1, 15000) == 1 && san_recv(data, &c, 1, 0) == 0;
+        san_close(data);
+        say("426 Connection closed; transfer aborted.\r\n");
+        break;
+      } else {
+        break;
+      }
+    }
+    close(fd);
+  });
+  TempDir local;
+  const auto start = std::chrono::steady_clock::now();
+  RunResult r = RunProgram({FTP_CLIENT_BIN, "--timeout=1000",
+                            "ftp://u:p@127.0.0.1:" + std::to_string(port) + "/x", "-o", local / "x"});
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  server.join();
+  close(lfd);
+  san_close(dl);
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+  EXPECT_LT(secs, 10);  // one --timeout, not a hang (a loose bound: the machine may be loaded)
+  EXPECT_TRUE(saw_eof.load());
+  EXPECT_EQ(data_mode.load(), SAN_MODE_SHM);
+  EXPECT_EQ(ReadFile(local / "x"), "0123456789");  // what came is kept
 }
 
 // pure-ftpd's programs: $PURE_FTPD_PREFIX (a tree from `dpkg-deb -x` of the pure-ftpd and
@@ -478,6 +710,25 @@ TEST(FtpInterop, FtpClientAgainstVsftpd) {
       RunProgram({FTP_CLIENT_BIN, "--put", local / "pub.bin", base + "incoming/up.bin"});
   ASSERT_EQ(put.exit_code, 0) << put.err;
   EXPECT_EQ(Checksum(root + "/incoming/up.bin"), Checksum(root + "/pub.bin"));
+  // TYPE A. This vsftpd does not convert (ascii_upload_enable and ascii_download_enable are off
+  // by default): its files show exactly what was on the wire. An upload of LF lines is stored
+  // with CRLF (a CR already before an LF is data: CR CR LF); a download of CRLF lines arrives
+  // with LF, and a lone CR (also a final one) stays.
+  WriteFile(local / "lf.txt", "one\ntwo\r\nthree");
+  RunResult aput = RunProgram(
+      {FTP_CLIENT_BIN, "-v", "--ascii", "--put", local / "lf.txt", base + "incoming/lf.txt"});
+  ASSERT_EQ(aput.exit_code, 0) << aput.err;
+  EXPECT_NE(aput.err.find("TYPE A"), std::string::npos) << aput.err;
+  EXPECT_EQ(ReadFile(root + "/incoming/lf.txt"), "one\r\ntwo\r\r\nthree");
+  WriteFile(root + "/crlf.txt", "alpha\r\nbeta\rgamma\r\n\r\nend\r");
+  chmod((root + "/crlf.txt").c_str(), 0644);
+  for (const char* mode : {"--timeout=20000", "--active"}) {
+    SCOPED_TRACE(mode);
+    RunResult aget =
+        RunProgram({FTP_CLIENT_BIN, "--ascii", mode, base + "crlf.txt", "-o", local / "crlf.txt"});
+    ASSERT_EQ(aget.exit_code, 0) << aget.err;
+    EXPECT_EQ(ReadFile(local / "crlf.txt"), "alpha\nbeta\rgamma\n\nend\r");
+  }
 }
 
 TEST(FtpInterop, FtpdUnderOpenbsdInetd) {

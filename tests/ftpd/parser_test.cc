@@ -9,6 +9,7 @@
 #include "fs/listing.h"
 #include "fs/virtual_path.h"
 #include "protocol/address.h"
+#include "protocol/ascii.h"
 #include "protocol/command.h"
 #include "protocol/reply.h"
 #include "server/xferlog.h"
@@ -216,6 +217,41 @@ TEST(FtpListing, LsLineAndFacts) {
   e.st.st_mode = S_IFLNK | 0777;
   e.link_target = "/etc";
   EXPECT_NE(FormatListLine(e, 0).find("f.txt -> /etc"), std::string::npos);
+}
+
+TEST(FtpAscii, EncodeTurnsEveryLfIntoCrlf) {
+  std::string wire;
+  const std::string text = "one\ntwo\r\n\nlone\rcr";
+  AsciiEncode(text.data(), text.size(), &wire);
+  EXPECT_EQ(wire, "one\r\ntwo\r\r\n\r\nlone\rcr");
+  wire.clear();
+  AsciiEncode("", 0, &wire);
+  EXPECT_EQ(wire, "");
+}
+
+TEST(FtpAscii, DecodeDropsTheCrOfCrlfOnlyEvenAcrossChunks) {
+  const std::string wire = "a\r\nb\rc\r\r\nd\r";
+  std::string whole;
+  AsciiDecoder one;
+  one.Decode(wire.data(), wire.size(), &whole);
+  EXPECT_EQ(whole, "a\nb\rc\r\nd");  // the final CR is still undecided
+  one.Finish(&whole);
+  EXPECT_EQ(whole, "a\nb\rc\r\nd\r");
+  // Every split point, including between the CR and the LF of a pair, gives the same text.
+  for (size_t cut = 0; cut <= wire.size(); ++cut) {
+    AsciiDecoder d;
+    std::string out;
+    d.Decode(wire.data(), cut, &out);
+    d.Decode(wire.data() + cut, wire.size() - cut, &out);
+    d.Finish(&out);
+    EXPECT_EQ(out, "a\nb\rc\r\nd\r") << cut;
+  }
+  // Byte by byte.
+  AsciiDecoder bytes;
+  std::string out;
+  for (char c : wire) bytes.Decode(&c, 1, &out);
+  bytes.Finish(&out);
+  EXPECT_EQ(out, "a\nb\rc\r\nd\r");
 }
 
 }  // namespace
