@@ -56,6 +56,8 @@ void PrepareChild(const RunSpec& spec, int cpu) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (cpu >= 0 && !PinToCpu(cpu)) perror("san-bench: sched_setaffinity");
   setenv("SAN_SPIN_US", SpinUsFor(spec.mode), 1);
+  // The modes are fixed policies (busy-poll, sleep at once): no adapting to load in between.
+  setenv("SAN_SPIN_ADAPT", "off", 1);
   signal(SIGPIPE, SIG_IGN);
 }
 

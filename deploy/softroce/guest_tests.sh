@@ -40,6 +40,9 @@ done
 [ -n "$GIDX" ] || { echo "looked for ffff:$HEX"; head -3 /sys/class/infiniband/rxe0/ports/1/gids/[0-3]; }
 note "guest: rxe0 on ${ROLE:-veth0} ($ME), IPv4 GID index ${GIDX:-none}, uptime $(up) s"
 ibv_devices | sed 's/^/    /'
+# What an RDMA atomic is atomic against (docs/protocol.md "Large messages over verbs": rxe says
+# HCA, not GLOB, so a CPU-vs-NIC compare-and-swap would not be sound on it).
+ibv_devinfo -v -d rxe0 2>/dev/null | grep -E 'atomic_cap' | sed 's/^[[:space:]]*/    rxe0 /'
 [ -n "$GIDX" ] || { echo "SAN-SOFTROCE-SETUP-FAILED: no IPv4 GID"; off; }
 export SAN_TEST_VERBS_IP=$ME
 
@@ -93,20 +96,25 @@ pair() { # name "server cmd" "client cmd" [ref]   (ref: a reference figure, repo
 # where auto would rightly pick shm) beside kernel TCP on the same address. Blocking mode only: a
 # spinning peer starves rxe's kernel work under TCG. Passes when it measured, verified its data,
 # and the sanlib processes' SAN_REPORT lines say their connections were verbs.
-sanbench() { # kind [san-bench options...]
-  local kind=$1; shift
-  local report=/tmp/san-bench-$kind.report; rm -f "$report"
-  SAN_PROVIDER=verbs SAN_REPORT=$report timeout 150 "$BIN/san-bench" "$kind" --host $ME \
-    --transports sanlib,tcp --mode block "$@" > /tmp/san-bench-$kind.log 2>&1; local rc=$?
-  local verbs shm
+sanbench() { # label kind [san-bench options...]   (ZC: on/off/default = SAN_ZERO_COPY_MIN 64K/off/unset)
+  local label=$1 kind=$2; shift 2
+  local report=/tmp/san-bench-$label.report; rm -f "$report"
+  local zc_env=""
+  case ${ZC:-default} in on) zc_env=SAN_ZERO_COPY_MIN=65536 ;; off) zc_env=SAN_ZERO_COPY_MIN=off ;; esac
+  env $zc_env SAN_PROVIDER=verbs SAN_REPORT=$report timeout 150 "$BIN/san-bench" "$kind" --host $ME \
+    --transports sanlib,tcp --mode block "$@" > /tmp/san-bench-$label.log 2>&1; local rc=$?
+  local verbs shm zc
   verbs=$(grep -o 'verbs_connections=[0-9]*' "$report" 2>/dev/null | awk -F= '{s+=$2} END {print s+0}')
   shm=$(grep -o ' shm_connections=[0-9]*' "$report" 2>/dev/null | awk -F= '{s+=$2} END {print s+0}')
-  if [ $rc -eq 0 ] && [ "${verbs:-0}" -gt 0 ] && [ "${shm:-0}" -eq 0 ]; then
-    PASSED=$((PASSED+1)); note "BENCH san-bench $kind over verbs: PASS ($verbs verbs connections)"
+  zc=$(grep -o 'verbs_zero_copy_bytes_sent=[0-9]*' "$report" 2>/dev/null | awk -F= '{s+=$2} END {print s+0}')
+  local zc_ok=1  # "on" must have taken the zero-copy path, "off" must not have
+  case ${ZC:-default} in on) [ "${zc:-0}" -gt 0 ] || zc_ok=0 ;; off) [ "${zc:-0}" -eq 0 ] || zc_ok=0 ;; esac
+  if [ $rc -eq 0 ] && [ "${verbs:-0}" -gt 0 ] && [ "${shm:-0}" -eq 0 ] && [ $zc_ok -eq 1 ]; then
+    PASSED=$((PASSED+1)); note "BENCH san-bench $label over verbs: PASS ($verbs verbs connections, zero-copy ${ZC:-default}: $zc bytes sent from application memory)"
   else
-    FAILED=$((FAILED+1)); note "BENCH san-bench $kind over verbs: FAIL (rc $rc, verbs ${verbs:-0}, shm ${shm:-0})"
+    FAILED=$((FAILED+1)); note "BENCH san-bench $label over verbs: FAIL (rc $rc, verbs ${verbs:-0}, shm ${shm:-0}, zero-copy ${ZC:-default}: ${zc:-0} bytes)"
   fi
-  cat /tmp/san-bench-$kind.log
+  cat /tmp/san-bench-$label.log
 }
 
 if [ -z "$ROLE" ]; then
@@ -124,15 +132,21 @@ if [ -z "$ROLE" ]; then
                            "$BIN/san-verbs-bench --client $ME --port 18515"
     fi
     if [ -x "$BIN/san-bench" ]; then
-      sanbench latency --sizes 64,4096 --iters 200
-      sanbench bandwidth --sizes 65536 --iters 200
+      sanbench latency latency --sizes 64,4096 --iters 200
+      sanbench bandwidth bandwidth --sizes 65536 --iters 200
+      # Large messages with and without the zero-copy path (docs/protocol.md "Large messages
+      # over verbs"): the same 1 MiB sends, copied into the staging slots, then from the
+      # application's buffer; ib_write_bw below is the raw fabric on the same device.
+      ZC=off sanbench bandwidth-1m-copy bandwidth --sizes 1M --iters 60
+      ZC=on sanbench bandwidth-1m-zero-copy bandwidth --sizes 1M --iters 60
     else
       FAILED=$((FAILED+1)); note "BENCH san-bench: MISSING $BIN/san-bench"
     fi
     # The raw fabric on the same device: polling, and waiting on the completion channel (-e).
     pair ib_send_lat "ib_send_lat -d rxe0 -x $GIDX -n 1000" "ib_send_lat -d rxe0 -x $GIDX -n 1000 $ME" ref
     pair ib_send_lat_events "ib_send_lat -d rxe0 -x $GIDX -n 1000 -e" "ib_send_lat -d rxe0 -x $GIDX -n 1000 -e $ME" ref
-    pair ib_write_bw "ib_write_bw -d rxe0 -x $GIDX -n 1000" "ib_write_bw -d rxe0 -x $GIDX -n 1000 $ME" ref ;; esac
+    pair ib_write_bw "ib_write_bw -d rxe0 -x $GIDX -n 1000" "ib_write_bw -d rxe0 -x $GIDX -n 1000 $ME" ref
+    pair ib_write_bw_1m "ib_write_bw -d rxe0 -x $GIDX -s 1048576 -n 100" "ib_write_bw -d rxe0 -x $GIDX -s 1048576 -n 100 $ME" ref ;; esac
 else
   for i in $(seq 1 60); do ping -c1 -W1 $PEER >/dev/null 2>&1 && break; done
   note "[$ROLE] peer $PEER reachable at $(up) s"

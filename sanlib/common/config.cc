@@ -72,6 +72,9 @@ const std::vector<SettingInfo>& Settings() {
        "SAN_SPIN_US"},
       {"SAN_SINGLE_COPY", "off", "on: a sender writes large messages straight into a waiting receiver's buffer (process_vm_writev; falls back by itself where the kernel refuses). Off by default: slower than two copies where measured"},
       {"SAN_SINGLE_COPY_MIN", "65536", "smallest recv/send (bytes) that uses single copy (4096..1073741824)"},
+      {"SAN_ZERO_COPY_MIN", "262144",
+       "verbs: sends of at least this many bytes go from the application's memory, registered "
+       "for the call, without a staging copy (0 or off = never)"},
       {"SAN_LINGER_MS", "2000", "close thread waits this long for FIN/FINACK before aborting"},
       {"SAN_LOG", "warn", "error|warn|info|debug"},
       {"SAN_RULES", "", "preload: 'allow|deny [prog=GLOB] [port=N[-M]] [addr=IP[/LEN]]; ...', first match wins"},
@@ -114,6 +117,13 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
     if (!ParseBool(v, &c.single_copy)) bad("SAN_SINGLE_COPY", v);
   }
   num("SAN_SINGLE_COPY_MIN", 4096, 1u << 30, &c.single_copy_min);
+  if (const char* v = getenv_fn("SAN_ZERO_COPY_MIN")) {
+    if (strcmp(v, "off") == 0) {
+      c.zero_copy_min = 0;
+    } else if (!ParseUnsigned(v, 0, 1u << 30, &c.zero_copy_min)) {
+      bad("SAN_ZERO_COPY_MIN", v);
+    }
+  }
   num("SAN_LINGER_MS", 0, 600000, &c.linger_ms);
   if (const char* v = getenv_fn("SAN_LOG")) {
     if (!ParseLogLevel(v, &c.log_level)) bad("SAN_LOG", v);

@@ -33,6 +33,10 @@ struct Config {
   // call) is slower than the ring's two user-space copies at every size (docs/fabric.md).
   bool single_copy = false;
   uint32_t single_copy_min = 65536;
+  // Zero copy over verbs (docs/protocol.md "Large messages over verbs"): a send whose first buffer
+  // has at least this many bytes is posted from the application's memory, registered for the
+  // call, instead of through a staging slot (0 = never; providers with kCapRegisteredSend only).
+  uint32_t zero_copy_min = 256u << 10;
   uint32_t linger_ms = 2000;         // how long the close thread waits for FIN/FINACK before aborting
   LogLevel log_level = LogLevel::kWarn;
   // Compatibility layer: which sockets a preloaded program makes SAN-capable (compat/rules.h).

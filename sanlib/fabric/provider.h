@@ -44,6 +44,9 @@ enum Capability : uint32_t {
                                     // Endpoint's *Window methods; docs/fabric.md "Single copy")
   kCapWaitable = 1u << 3,           // notify_fd() works with poll/epoll
   kCapTransferable = 1u << 4,       // a connected endpoint can move to another process (Export)
+  kCapRegisteredSend = 1u << 5,     // PostSend reads segments in application memory registered
+                                    // by RegisterSendMemory in place (no staging copy); the memory
+                                    // must stay unchanged until the send's completion
 };
 
 // Memory the provider can send from and receive into.
@@ -93,6 +96,9 @@ enum class WindowFate : uint8_t {
 };
 
 constexpr int kMaxWindowSegments = 16;
+
+// Registrations of application memory an endpoint holds at once (RegisterSendMemory).
+constexpr int kMaxSendRegions = 4;
 
 enum class Op : uint8_t { kSend, kRecv };
 
@@ -154,6 +160,14 @@ class Endpoint {
   // Server side (from Listener::GetRequest), after the initial receives are posted.
   virtual Status Accept() = 0;
   virtual Status Reject() = 0;
+  // Server side, for a caller that serves many handshakes at once (the socket layer's connection
+  // thread): BeginAccept answers the request without waiting for the client's last message;
+  // FinishAccept then says whether the connection is established (true), not yet (false: call
+  // again once notify_fd() is readable, or after a while -- it also enforces the set-up limit,
+  // ETIMEDOUT), or failed. Accept() is the two in one. The defaults suit providers whose Accept
+  // does not wait for the peer: all the work in BeginAccept.
+  virtual Status BeginAccept() { return Accept(); }
+  virtual Result<bool> FinishAccept() { return true; }
   // The request's data (server side) or the reply's (client side, empty for shm).
   virtual const ConnectData& peer_data() const = 0;
 
@@ -202,6 +216,31 @@ class Endpoint {
     (void)segs;
     (void)nsegs;
     return Status(ENOTSUP, "Endpoint::WriteWindow");
+  }
+
+  // ---- Sends from registered application memory (kCapRegisteredSend) --------------------------
+  // Sending thread. Registers [addr, addr+length) so that PostSend reads segments inside it where
+  // they are instead of copying them into a staging slot. Until the completion of every send that
+  // used it the caller must neither change nor unmap the memory (the device reads it any time
+  // before). The region is one-shot: the caller deregisters it once those sends completed (or the
+  // connection broke). Nothing is cached: a later registration of the same addresses pins the
+  // pages mapped there then (an application may unmap and remap between calls). A segment's key
+  // is not trusted: PostSend finds the region by address and copies a segment outside every
+  // registered region as before. At most kMaxSendRegions at once (EBUSY beyond).
+  // EFAULT: the memory is not mapped; ENOMEM/EAGAIN/EPERM: the device or the kernel refused
+  // (pinned-memory limit). A refusal changes nothing else: the connection goes on.
+  virtual Result<MemoryRegion> RegisterSendMemory(const void* addr, size_t length) {
+    (void)addr;
+    (void)length;
+    return Status(ENOTSUP, "Endpoint::RegisterSendMemory");
+  }
+  // Sending thread. Ends a registration (EINVAL if `region` is not one). After it returns the
+  // device reads nothing more there: a send still outstanding that used it fails, which breaks
+  // the connection, so callers wait for the completions first and only skip that wait once the
+  // connection is broken anyway.
+  virtual Status DeregisterSendMemory(const MemoryRegion& region) {
+    (void)region;
+    return Status(ENOTSUP, "Endpoint::DeregisterSendMemory");
   }
 
   // Moving a connected endpoint to another process (kCapTransferable; ENOTSUP otherwise). The

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -95,6 +96,11 @@ struct StreamShared {
   bool nodelay = false;
   int error = 0;
   bool violated = false;  // the peer broke the protocol: nothing it sent after that is accepted
+  // Every PostSend yields exactly one completion, in order: a zero-copy Send waits until
+  // sends_done reaches the count its last packet made.
+  uint64_t sends_posted = 0;
+  uint64_t sends_done = 0;
+  bool zero_copy_off = false;  // a registration was refused: copy from now on
   std::atomic<uint32_t> users{1};
   uint32_t peer_buffer_size = 0;
 
@@ -233,6 +239,7 @@ class Stream::Locked {
       return Fail(st.code());
     }
     ++sh_.send_seq;
+    ++sh_.sends_posted;
     ++sh_.stats.packets_sent;
     if (consumes_credit) sh_.window.Consume();
     return Status::Ok();
@@ -528,6 +535,7 @@ class Stream::Locked {
       int n = s_.endpoint_->Poll(cq, kPollBatch);
       for (int i = 0; i < n; ++i) {
         const fabric::Completion& c = cq[i];
+        if (c.op == fabric::Op::kSend) ++sh_.sends_done;
         if (c.op == fabric::Op::kRecv) {
           HandleRecv(c);
         } else if (c.error != 0) {
@@ -623,6 +631,69 @@ class Stream::Locked {
     return accepted;
   }
 
+  // ---- Sends from the application's memory (docs/protocol.md "Large messages over verbs") ----
+
+  bool ZeroCopyUsable(const iovec* iov, int iovcnt) const {
+    const size_t min = s_.params_.zero_copy_min;
+    return min != 0 && (s_.caps_ & fabric::kCapRegisteredSend) && !sh_.zero_copy_off &&
+           iovcnt > 0 && iov[0].iov_len >= min && sh_.fill_len == 0 &&
+           size_t{sh_.window.credits()} * PacketMax() >= min;
+  }
+
+  // Reaps until every send posted so far (up to `target`) has completed, or the connection
+  // failed. Lets other threads of this stream in while the NIC works (a reader of the same
+  // socket must not wait behind our send).
+  void WaitSendsDone(uint64_t target) {
+    for (uint32_t spins = 0; sh_.sends_done < target && sh_.error == 0; ++spins) {
+      Reap();
+      if (sh_.sends_done >= target || sh_.error != 0) break;
+      if (spins < 64) {
+        CpuRelax();
+        continue;
+      }
+      sh_.lock.unlock();
+      sched_yield();
+      sh_.lock.lock();
+    }
+  }
+
+  // Posts DATA packets straight from `buf` (registered for this call) and returns once the
+  // provider completed every one of them. 0: not taken (the registration was refused; the caller
+  // copies instead).
+  Result<size_t> SendZeroCopy(const iovec& buf) {
+    const size_t want = std::min<size_t>(buf.iov_len, size_t{sh_.window.credits()} * PacketMax());
+    Result<fabric::MemoryRegion> reg = s_.endpoint_->RegisterSendMemory(buf.iov_base, want);
+    if (!reg.ok()) {
+      // A pinned-memory limit or a device that refuses: it would refuse again, each time a
+      // syscall. (EFAULT, memory that is not there, faults in the copy as with any send.)
+      sh_.zero_copy_off = true;
+      ++sh_.stats.zero_copy_refused;
+      return size_t{0};
+    }
+    const auto* base = static_cast<const std::byte*>(buf.iov_base);
+    size_t accepted = 0;
+    Status st;
+    while (accepted < want && sh_.window.has_credit()) {
+      const auto chunk = static_cast<uint32_t>(std::min<size_t>(want - accepted, PacketMax()));
+      const fabric::Segment seg{base + accepted, chunk, reg->key};
+      st = PostData(&seg, 1, kDirectTag, chunk);
+      if (!st.ok()) break;
+      accepted += chunk;
+    }
+    // The NIC reads the memory any time before each send's completion.
+    WaitSendsDone(sh_.sends_posted);
+    // After this the device reads nothing there, whatever is still outstanding (on a broken
+    // connection: flushed sends).
+    s_.endpoint_->DeregisterSendMemory(reg.value());
+    if (accepted > 0) {
+      ++sh_.stats.zero_copy_sends;
+      sh_.stats.zero_copy_bytes_sent += accepted;
+    }
+    if (sh_.error) return Error();
+    if (accepted == 0) return st.ok() || st.would_block() ? Status(EAGAIN, "window") : st;
+    return accepted;
+  }
+
   Result<size_t> Send(const iovec* iov, int iovcnt, size_t window_min) {
     Status st = Progress();
     if (!st.ok()) return st;
@@ -639,6 +710,10 @@ class Stream::Locked {
     if (plan.flush_before) {
       st = FlushCombined();
       if (!st.ok()) return st.would_block() ? Status(EAGAIN, "window") : st;
+    }
+    if (!plan.append && ZeroCopyUsable(iov, iovcnt)) {
+      Result<size_t> z = SendZeroCopy(iov[0]);
+      if (!z.ok() || z.value() > 0) return z;
     }
     if (!plan.append) return SendDirect(iov, iovcnt, total);
     if (sh_.fill_slot < 0) {

@@ -44,6 +44,11 @@ struct StreamParams {
   uint32_t mtu = 32768;         // our receive buffer size: the largest DATA payload we accept
   CombinePolicy combine;
   uint32_t combine_timer_us = 200;
+  // Sends from the application's memory (docs/protocol.md "Large messages over verbs"; needs the
+  // provider's kCapRegisteredSend): a Send whose first buffer holds at least this many bytes, with
+  // at least as much window open, posts its DATA packets from that buffer in place instead of
+  // copying it into a staging slot. 0 = never.
+  uint32_t zero_copy_min = 0;
 
   // P: SOVIA's w + w/t + 1 (the window's DATA, then w/t ACKs and the FIN, the ack reserve the
   // WAKEUP announces), plus one receive for a MOVE or MOVED (at most one each way, ever).
@@ -107,6 +112,10 @@ struct StreamStats {
   uint64_t windows_filled = 0;   // of those, filled by a PUT with data
   uint64_t single_copy_bytes_sent = 0;
   uint64_t single_copy_bytes_received = 0;
+  // Sends from the application's memory (StreamParams::zero_copy_min).
+  uint64_t zero_copy_sends = 0;       // Send calls that posted from the caller's memory
+  uint64_t zero_copy_bytes_sent = 0;  // bytes they posted (delivered or not: see Send)
+  uint64_t zero_copy_refused = 0;     // registrations the provider refused (copied instead)
 };
 
 struct StreamShared;  // stream.cc: the state block in shared memory
@@ -151,6 +160,13 @@ class Stream {
   // `left_buffered` (optional) is set when data stays in the combine buffer awaiting a flush.
   // `window_min` (single copy, 0 = never): a request of at least this many bytes goes straight
   // into a window the peer advertised, when one is usable (one process_vm_writev, then a PUT).
+  // Zero copy (params().zero_copy_min): the packets are posted from iov[0] itself, registered with
+  // the provider for this call, and Send returns only once the provider completed every one of
+  // them (the NIC has read the memory: the caller may reuse it at once, as after a copy) or the
+  // connection broke (the error; the registration is ended first, after which the device reads
+  // nothing there). That wait is for the NIC, never for the peer application: every packet went
+  // into a receive the peer had posted. A refused registration turns zero copy off for this
+  // connection and the bytes are copied as usual.
   Result<size_t> Send(const iovec* iov, int iovcnt, bool* left_buffered = nullptr,
                       size_t window_min = 0);
   // Copies queued data into `iov`; with `peek` leaves it queued. Returns bytes copied, 0 at EOF

@@ -163,6 +163,7 @@ void ConnectionThread::AfterForkChild() {
   control_.reset(PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)));
   service_.Close();  // the parent's name: the child answers under its own pid once it starts
   served_.clear();
+  handshakes_.clear();
   for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels
   pending_.clear();
   mu_.unlock();
@@ -206,6 +207,13 @@ void ConnectionThread::Run() {
         owners.push_back(s.listener.get());
       }
     }
+    // Handshakes in progress: their doorbells carry the client's last set-up message (verbs: the
+    // rdma_cm channel). The 1 s bound below also lets FinishAccept enforce the set-up limit.
+    const size_t first_handshake = fds.size();
+    for (proto::Stream* s : handshakes_) {
+      fds.push_back(pollfd{s->endpoint().notify_fd(), POLLIN, 0});
+      owners.push_back(nullptr);
+    }
     // A bounded sleep so broken, unclaimed channels are reaped even when nothing else happens.
     int n = poll(fds.data(), fds.size(), 1000);
     if (n < 0 && errno != EINTR) {
@@ -221,9 +229,10 @@ void ConnectionThread::Run() {
         return ClaimProved(t, proof_fd);
       });
     }
-    for (size_t i = 2; i < fds.size(); ++i) {
+    for (size_t i = 2; i < first_handshake; ++i) {
       if (fds[i].revents) ServeRequests(owners[i]);
     }
+    AdvanceHandshakes();
     std::lock_guard<std::mutex> lock(mu_);
     DropBrokenLocked();
   }
@@ -284,27 +293,49 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       // (a Claim meanwhile waits for `settling` to clear).
       pending_.push_back(Pending{listen_fd, tuple.value(), std::move(stream).value(), true});
     }
-    // Outside the lock: a verbs Accept waits a round trip for the client's RTU.
-    Status st = s->endpoint().Accept();
-    if (st.ok()) st = s->Start();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = std::find_if(pending_.begin(), pending_.end(),
-                             [&](const Pending& p) { return p.stream.get() == s; });
-      if (it != pending_.end()) {  // always: only this thread removes a settling entry
-        it->settling = false;
-        const bool served = std::any_of(served_.begin(), served_.end(), [&](const Served& v) {
-          return v.listen_fd == it->listen_fd;
-        });
-        if (!st.ok() || !served) {
-          if (!st.ok()) SAN_LOG_INFO("rendezvous: accept: %s", st.ToString().c_str());
-          it->stream->Abort();  // failed, or its listening socket closed meanwhile
-          pending_.erase(it);
-        }
+    // Outside the lock, and without waiting: a verbs handshake needs a round trip for the
+    // client's RTU, which AdvanceHandshakes picks up when the endpoint's notify_fd wakes us.
+    Status st = s->endpoint().BeginAccept();
+    if (st.ok()) {
+      handshakes_.push_back(s);
+    } else {
+      Settle(s, st);
+    }
+  }
+}
+
+void ConnectionThread::AdvanceHandshakes() {
+  for (size_t i = 0; i < handshakes_.size();) {
+    proto::Stream* s = handshakes_[i];
+    Result<bool> done = s->endpoint().FinishAccept();
+    if (done.ok() && !done.value()) {
+      ++i;
+      continue;
+    }
+    handshakes_.erase(handshakes_.begin() + static_cast<std::ptrdiff_t>(i));
+    Settle(s, done.ok() ? Status::Ok() : done.status());
+  }
+}
+
+void ConnectionThread::Settle(proto::Stream* s, Status st) {
+  if (st.ok()) st = s->Start();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [&](const Pending& p) { return p.stream.get() == s; });
+    if (it != pending_.end()) {  // always: only this thread removes a settling entry
+      it->settling = false;
+      const bool served = std::any_of(served_.begin(), served_.end(), [&](const Served& v) {
+        return v.listen_fd == it->listen_fd;
+      });
+      if (!st.ok() || !served) {
+        if (!st.ok()) SAN_LOG_INFO("rendezvous: accept: %s", st.ToString().c_str());
+        it->stream->Abort();  // failed, or its listening socket closed meanwhile
+        pending_.erase(it);
       }
     }
-    settled_.notify_all();
   }
+  settled_.notify_all();
 }
 
 }  // namespace san

@@ -6,11 +6,12 @@
 // request and sends the WAKEUP. accept() then claims the channel by the accepted TCP socket's own
 // 4-tuple; a TCP connection with no channel (a plain client) stays kernel TCP.
 //
-// The provider's Accept (verbs: rdma_accept, then a round trip for the client's RTU) and the
-// WAKEUP run outside the lock, so accept() calls, sanstat and listener changes never wait behind
-// a handshake; the entry is filed first, marked `settling`, and a Claim that finds its tuple
-// settling waits (bounded) for the outcome. Requests are still served one after another by this
-// one thread: a handshake delays the next request by about one round trip.
+// The provider's accept runs in two steps outside the lock (Endpoint::BeginAccept, then
+// FinishAccept each time the endpoint's notify_fd wakes this thread's poll: verbs answers with
+// rdma_accept and then waits a round trip for the client's RTU), so handshakes overlap: a burst
+// of verbs clients is set up in about one round trip, not one each, and accept() calls, sanstat
+// and listener changes never wait behind a handshake. The entry is filed first, marked
+// `settling`, and a Claim that finds its tuple settling waits (bounded) for the outcome.
 //
 // Unclaimed channels are dropped when broken (the client gave up), when their listener closes, and
 // beyond kMaxPendingPerListener (further requests are rejected: the client falls back to TCP).
@@ -91,6 +92,11 @@ class ConnectionThread {
   static void* Main(void* self);
   void Run();
   void ServeRequests(const fabric::Listener* which);
+  // FinishAccept on every handshake in progress; those that ended are settled.
+  void AdvanceHandshakes();
+  // Ends a settling entry: on success sends the WAKEUP; on failure (or if its listener closed
+  // meanwhile) aborts and drops it. Wakes Claims waiting for it.
+  void Settle(proto::Stream* s, Status st);
   void DropBrokenLocked();
   Status StartThreadLocked();
 
@@ -100,6 +106,9 @@ class ConnectionThread {
   std::condition_variable settled_;  // a settling entry finished (mu_)
   std::vector<Served> served_;
   std::vector<Pending> pending_;
+  // Settling entries whose handshake is in progress (their streams are owned by pending_; only
+  // this thread removes a settling entry). The thread's alone: no lock.
+  std::vector<proto::Stream*> handshakes_;
   UniqueFd control_;  // eventfd: the set of listeners changed, or stop
   pthread_t thread_{};
   bool running_ = false;

@@ -19,6 +19,7 @@
 
 namespace san {
 
+
 Runtime& Runtime::Get() {
   static Runtime* runtime = [] {
     auto* rt = new Runtime();
@@ -28,7 +29,8 @@ Runtime& Runtime::Get() {
   return *runtime;
 }
 
-Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
+Runtime::Runtime()
+    : config_(Config::Get()), connections_(table_) {
   pid_.store(getpid());
   if (config_.provider == ProviderChoice::kShm || config_.provider == ProviderChoice::kAuto) {
     shm_ = fabric::GetProvider("shm");
@@ -105,6 +107,7 @@ void Runtime::CountFinished(proto::Stream& stream) {
   const bool verbs = OnVerbs(stream);
   (verbs ? usage_.verbs_bytes_sent : usage_.shm_bytes_sent).fetch_add(st.bytes_sent);
   (verbs ? usage_.verbs_bytes_received : usage_.shm_bytes_received).fetch_add(st.bytes_received);
+  if (verbs) usage_.verbs_zero_copy_bytes_sent.fetch_add(st.zero_copy_bytes_sent);
 }
 
 void Runtime::WriteReport() {
@@ -113,7 +116,8 @@ void Runtime::WriteReport() {
   const int n = snprintf(line, sizeof line,
                          "pid=%d prog=%s shm_connections=%llu tcp_connections=%llu "
                          "shm_bytes_sent=%llu shm_bytes_received=%llu verbs_connections=%llu "
-                         "verbs_bytes_sent=%llu verbs_bytes_received=%llu\n",
+                         "verbs_bytes_sent=%llu verbs_bytes_received=%llu "
+                         "verbs_zero_copy_bytes_sent=%llu\n",
                          getpid(), program_invocation_short_name,
                          static_cast<unsigned long long>(usage_.shm_connections.load()),
                          static_cast<unsigned long long>(usage_.tcp_connections.load()),
@@ -121,7 +125,8 @@ void Runtime::WriteReport() {
                          static_cast<unsigned long long>(usage_.shm_bytes_received.load()),
                          static_cast<unsigned long long>(usage_.verbs_connections.load()),
                          static_cast<unsigned long long>(usage_.verbs_bytes_sent.load()),
-                         static_cast<unsigned long long>(usage_.verbs_bytes_received.load()));
+                         static_cast<unsigned long long>(usage_.verbs_bytes_received.load()),
+                         static_cast<unsigned long long>(usage_.verbs_zero_copy_bytes_sent.load()));
   // One write(2) with O_APPEND: lines of concurrent processes do not interleave.
   UniqueFd fd(open(config_.report.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (fd.valid() && n > 0) {
@@ -241,6 +246,7 @@ proto::StreamParams Runtime::StreamParamsFor(const fabric::Provider& provider) c
   p.combine.copy_threshold = config_.copy_threshold;
   p.combine.mtu = p.mtu;
   p.combine_timer_us = config_.combine_timer_us;
+  p.zero_copy_min = (provider.capabilities() & fabric::kCapRegisteredSend) ? config_.zero_copy_min : 0;
   return p;
 }
 

@@ -53,6 +53,9 @@ class Runtime {
     std::atomic<uint64_t> verbs_connections{0};
     std::atomic<uint64_t> verbs_bytes_sent{0};
     std::atomic<uint64_t> verbs_bytes_received{0};
+    // Bytes sent from the application's memory (no staging copy: proto::StreamParams::
+    // zero_copy_min), on verbs connections.
+    std::atomic<uint64_t> verbs_zero_copy_bytes_sent{0};
   };
   Usage& usage() { return usage_; }
   // A connection settled on `stream` (its provider's counter), or on kernel TCP (nullptr).
@@ -85,7 +88,7 @@ class Runtime {
   void WriteReport();
 
   const Config& config_;
-  SocketTable table_;  // before connections_, which refers to it
+  SocketTable table_;           // before connections_, which refers to it
   ConnectionThread connections_;
   CloseThread closer_;
   Usage usage_;

@@ -5,6 +5,8 @@
 // QEMU guest, label `rdma`); elsewhere its cases SKIP and say why. Its addresses: 127.0.0.1
 // (rdma_cm's loopback path) unless SAN_TEST_VERBS_IP names an address of an RDMA port.
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -444,6 +446,214 @@ TEST_P(ProviderConformance, AllocateBufferRespectsBudgetAndAlignment) {
   EXPECT_GE(b->addr, a->addr + 100);
   EXPECT_EQ(ep.value()->AllocateBuffer(64 * 1024).status().code(), ENOMEM);
 }
+
+// ---- Sends from registered application memory (kCapRegisteredSend) -----------------------------
+
+// The pattern byte at `i` of round `round`.
+uint8_t PatternByte(size_t i, int round) { return static_cast<uint8_t>(i * 131 + round * 17 + 5); }
+
+// Posts `count` sends of `chunk` bytes from `base` (each split into two segments at an odd
+// offset, so segment boundaries fall anywhere), ids from `first_id`.
+void PostChunks(Endpoint* ep, const uint8_t* base, int count, uint32_t chunk, uint64_t first_id) {
+  for (int i = 0; i < count; ++i) {
+    SendWork w;
+    w.id = first_id + i;
+    w.imm = 0x5A000000u + i;
+    w.num_segments = 2;
+    const uint8_t* at = base + size_t(i) * chunk;
+    w.segments[0] = Segment{at, 1001, 0};
+    w.segments[1] = Segment{at + 1001, chunk - 1001, 0};
+    Status s = ep->PostSend(w);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+}
+
+class RegisteredSend : public ProviderConformance {
+ protected:
+  void SetUp() override {
+    ProviderConformance::SetUp();
+    if (IsSkipped()) return;
+    if (!(provider()->capabilities() & kCapRegisteredSend)) {
+      GTEST_SKIP() << GetParam() << " does not advertise kCapRegisteredSend";
+    }
+  }
+  PairOptions Large() const {
+    PairOptions opt = Options();
+    opt.recv_size = 32768;
+    opt.server_recvs = 8;
+    opt.attr.recv_depth = 16;
+    opt.attr.buffer_bytes = 1u << 20;
+    return opt;
+  }
+};
+
+// The contract: the provider reads registered memory in place, and once a send's completion is
+// reaped the memory is the caller's again. Each round scribbles the source right after the
+// completions, before looking at what arrived: the receiver must still hold the round's pattern.
+// Three rounds reuse the same buffer, registering it afresh each time.
+TEST_P(RegisteredSend, BytesExactAndBufferReusableAfterCompletion) {
+  PairOptions opt = Large();
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  constexpr int kChunks = 8;
+  constexpr uint32_t kChunk = 32768;
+  std::vector<uint8_t> app(size_t(kChunks) * kChunk + 3);
+  uint8_t* src = app.data() + 1;  // not aligned to anything
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < size_t(kChunks) * kChunk; ++i) src[i] = PatternByte(i, round);
+    Result<MemoryRegion> reg = pair.client->RegisterSendMemory(src, size_t(kChunks) * kChunk);
+    ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+    ASSERT_NO_FATAL_FAILURE(PostChunks(pair.client.get(), src, kChunks, kChunk, 100 * round));
+    auto sent = WaitCompletions(pair.client.get(), kChunks);
+    ASSERT_EQ(sent.size(), size_t(kChunks));
+    for (int i = 0; i < kChunks; ++i) {
+      EXPECT_EQ(sent[i].op, Op::kSend);
+      EXPECT_EQ(sent[i].error, 0);
+      EXPECT_EQ(sent[i].id, uint64_t(100 * round + i));
+    }
+    std::memset(app.data(), 0xEE, app.size());  // the caller's memory again
+    ASSERT_TRUE(pair.client->DeregisterSendMemory(reg.value()).ok());
+    auto got = WaitCompletions(pair.server.get(), kChunks);
+    ASSERT_EQ(got.size(), size_t(kChunks));
+    for (int i = 0; i < kChunks; ++i) {
+      ASSERT_EQ(got[i].error, 0);
+      ASSERT_EQ(got[i].length, kChunk);
+      EXPECT_EQ(got[i].imm, 0x5A000000u + i);
+      const size_t slot = (got[i].id - 2000) % kChunks;
+      const uint8_t* landed =
+          reinterpret_cast<const uint8_t*>(pair.server_buf.addr) + slot * kChunk;
+      size_t bad = 0;
+      for (size_t b = 0; b < kChunk; ++b) {
+        bad += landed[b] != PatternByte(size_t(i) * kChunk + b, round);
+      }
+      EXPECT_EQ(bad, 0u) << "round " << round << " chunk " << i;
+      RecvWork w;
+      w.id = got[i].id + kChunks;
+      w.addr = pair.server_buf.addr + slot * kChunk;
+      w.length = kChunk;
+      ASSERT_TRUE(pair.server->PostRecv(w).ok());
+    }
+  }
+  EXPECT_FALSE(pair.client->broken());
+}
+
+// Refusals are errors that leave the connection as it was: a hole in the range (EFAULT), an
+// empty range (EINVAL), too many regions at once (EBUSY), a region that is not one (EINVAL).
+TEST_P(RegisteredSend, RefusalsAreErrorsAndTheConnectionGoesOn) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), Large(), &pair));
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  void* map = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  auto* pages = static_cast<uint8_t*>(map);
+  ASSERT_EQ(munmap(pages + page, page), 0);  // a hole in the middle
+  EXPECT_EQ(pair.client->RegisterSendMemory(pages, 3 * page).status().code(), EFAULT);
+  EXPECT_EQ(pair.client->RegisterSendMemory(pages + page + 8, 16).status().code(), EFAULT);
+  EXPECT_EQ(pair.client->RegisterSendMemory(pages, 0).status().code(), EINVAL);
+  EXPECT_EQ(pair.client->RegisterSendMemory(nullptr, 16).status().code(), EINVAL);
+
+  std::vector<uint8_t> app(4096 * (kMaxSendRegions + 1), 0x42);
+  std::vector<MemoryRegion> held;
+  for (int i = 0; i < kMaxSendRegions; ++i) {
+    Result<MemoryRegion> r = pair.client->RegisterSendMemory(app.data() + 4096 * i, 4096);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    held.push_back(r.value());
+  }
+  EXPECT_EQ(
+      pair.client->RegisterSendMemory(app.data() + 4096 * kMaxSendRegions, 4096).status().code(),
+      EBUSY);
+  MemoryRegion bogus = held[0];
+  bogus.length += 1;
+  EXPECT_EQ(pair.client->DeregisterSendMemory(bogus).code(), EINVAL);
+  for (const MemoryRegion& r : held) EXPECT_TRUE(pair.client->DeregisterSendMemory(r).ok());
+  EXPECT_EQ(pair.client->DeregisterSendMemory(held[0]).code(), EINVAL);  // already gone
+  munmap(pages, page);
+  munmap(pages + 2 * page, page);
+
+  // Nothing of that touched the connection.
+  EXPECT_FALSE(pair.client->broken());
+  ASSERT_TRUE(pair.client->PostSend(OneSegment(7, 7, "still here", 10)).ok());
+  auto got = WaitCompletions(pair.server.get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].error, 0);
+  EXPECT_EQ(0, std::memcmp(pair.server_buf.addr, "still here", 10));
+}
+
+// A key is never trusted: after its region is deregistered, a send naming the old key from the
+// same memory is carried as any unregistered send is (copied), and arrives intact.
+TEST_P(RegisteredSend, StaleKeyAfterDeregistrationIsNotUsed) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), Large(), &pair));
+  std::vector<uint8_t> app(20000);
+  for (size_t i = 0; i < app.size(); ++i) app[i] = PatternByte(i, 9);
+  Result<MemoryRegion> reg = pair.client->RegisterSendMemory(app.data(), app.size());
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  ASSERT_TRUE(pair.client->DeregisterSendMemory(reg.value()).ok());
+  SendWork w = OneSegment(1, 1, app.data(), uint32_t(app.size()));
+  w.segments[0].key = reg->key;
+  ASSERT_TRUE(pair.client->PostSend(w).ok());
+  auto sent = WaitCompletions(pair.client.get(), 1);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].error, 0);
+  auto got = WaitCompletions(pair.server.get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].length, app.size());
+  EXPECT_EQ(0, std::memcmp(pair.server_buf.addr, app.data(), app.size()));
+}
+
+// The peer goes away while sends from registered memory are outstanding: every send still gets
+// exactly one completion (delivered, or ECONNRESET), the sender's receives flush, nothing hangs,
+// and the memory can be deregistered and freed afterwards.
+TEST_P(RegisteredSend, PeerDeathMidSendCompletesEverySend) {
+  PairOptions opt = Large();
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  constexpr int kChunks = 8;
+  constexpr uint32_t kChunk = 32768;
+  auto app = std::make_unique<uint8_t[]>(size_t(kChunks) * kChunk);
+  for (size_t i = 0; i < size_t(kChunks) * kChunk; ++i) app[i] = PatternByte(i, 3);
+  Result<MemoryRegion> reg = pair.client->RegisterSendMemory(app.get(), size_t(kChunks) * kChunk);
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(PostChunks(pair.client.get(), app.get(), kChunks, kChunk, 1));
+  pair.server.reset();  // the peer dies with our sends in flight
+  const size_t expect = kChunks + size_t(opt.client_recvs);
+  auto got = WaitCompletions(pair.client.get(), expect, 20000);
+  ASSERT_EQ(got.size(), expect);
+  int sends = 0;
+  for (const Completion& c : got) {
+    if (c.op == Op::kSend) {
+      ++sends;
+      EXPECT_TRUE(c.error == 0 || c.error == ECONNRESET) << c.error;
+    } else {
+      EXPECT_EQ(c.error, ECONNRESET);
+    }
+  }
+  EXPECT_EQ(sends, kChunks);
+  EXPECT_TRUE(pair.client->broken());
+  EXPECT_TRUE(pair.client->DeregisterSendMemory(reg.value()).ok());
+  app.reset();
+  Completion c[4];
+  EXPECT_EQ(pair.client->Poll(c, 4), 0);
+}
+
+// RegisterSendMemory works exactly where kCapRegisteredSend is advertised (ENOTSUP elsewhere).
+TEST_P(ProviderConformance, RegisterSendMemoryMatchesTheCapability) {
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), Options(), &pair));
+  char buf[64];
+  Result<MemoryRegion> r = pair.client->RegisterSendMemory(buf, sizeof buf);
+  if (!(provider()->capabilities() & kCapRegisteredSend)) {
+    EXPECT_EQ(r.status().code(), ENOTSUP);
+    return;
+  }
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->addr, reinterpret_cast<std::byte*>(buf));
+  EXPECT_EQ(r->length, sizeof buf);
+  EXPECT_TRUE(pair.client->DeregisterSendMemory(r.value()).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(fabric, RegisteredSend, ::testing::Values("shm", "loopback", "verbs"),
+                         [](const auto& info) { return info.param; });
 
 // The "fabric" prefix makes `ctest -R fabric` select these (ctest regexes are case-sensitive).
 INSTANTIATE_TEST_SUITE_P(fabric, ProviderConformance,

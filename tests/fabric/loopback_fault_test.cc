@@ -145,5 +145,43 @@ TEST(fabric_registry, KnowsShmAndLoopback) {
   EXPECT_EQ(GetProvider(""), nullptr);
 }
 
+// The Nth registration of application memory is refused (ENOMEM, as a pinned-memory limit
+// would); the others work and count the bytes sent from them.
+TEST(fabric_loopback, RefuseNthRegistration) {
+  FaultPlan plan;
+  plan.refuse_register = 2;
+  LoopbackProvider provider(plan);
+  EXPECT_TRUE(provider.capabilities() & kCapRegisteredSend);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&provider, PairOptions(), &pair));
+  std::vector<char> app(3000, 'z');
+  auto first = pair.client->RegisterSendMemory(app.data(), app.size());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(pair.client->RegisterSendMemory(app.data(), 100).status().code(), ENOMEM);
+  auto third = pair.client->RegisterSendMemory(app.data() + 100, 100);
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(pair.client->PostSend(OneSegment(1, 1, app.data(), 3000)).ok());
+  auto* client = static_cast<loopback::LoopbackEndpoint*>(pair.client.get());
+  EXPECT_EQ(client->in_place_bytes(), 3000u);
+  EXPECT_EQ(client->registered_regions(), 2);
+  EXPECT_TRUE(pair.client->DeregisterSendMemory(first.value()).ok());
+  EXPECT_TRUE(pair.client->DeregisterSendMemory(third.value()).ok());
+  EXPECT_EQ(client->registered_regions(), 0);
+  auto got = WaitCompletions(pair.server.get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].length, 3000u);
+}
+
+TEST(fabric_loopback, NoRegisteredSend) {
+  FaultPlan plan;
+  plan.no_registered_send = true;
+  LoopbackProvider provider(plan);
+  EXPECT_FALSE(provider.capabilities() & kCapRegisteredSend);
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&provider, PairOptions(), &pair));
+  char buf[16] = {};
+  EXPECT_EQ(pair.client->RegisterSendMemory(buf, sizeof buf).status().code(), ENOTSUP);
+}
+
 }  // namespace
 }  // namespace san::fabric

@@ -3,7 +3,8 @@
 // lock held across it, every accept() in the process (any listening socket's Claim) waited too.
 // Here the loopback provider's `accept_delay_us` plays that slow handshake in one process: while
 // one request's Accept is in progress, a Claim for another listener returns at once, and a Claim
-// for the very channel being accepted waits for it and gets it, connected and carrying bytes.
+// for the very channel being accepted waits for it and gets it, connected and carrying bytes. And
+// handshakes overlap (hold_accepts): the thread does not serve them one at a time.
 #include <netinet/in.h>
 
 #include <chrono>
@@ -108,6 +109,66 @@ TEST(ConnectionThreadAccept, SlowAcceptHoldsUpNoOtherClaimAndItsOwnClaimWaitsFor
   connections.RemoveListener(kSlowListener);
   server->Abort();
   client.value()->Abort();
+}
+
+// Handshakes overlap: with the loopback provider holding every handshake open (hold_accepts, the
+// stand-in for verbs waiting on its clients' RTUs), the connection thread still takes the second
+// client's request while the first is unfinished -- both channels are filed, settling, at once.
+// (When it served one handshake at a time, the second request waited: this count stayed at 1.)
+// Then the handshakes are let go, and each client's channel is claimed by its own tuple.
+TEST(ConnectionThreadAccept, HandshakesOverlap) {
+  fabric::loopback::FaultPlan plan;
+  plan.hold_accepts = true;
+  fabric::loopback::LoopbackProvider provider(plan);
+  const proto::StreamParams params;
+  const fabric::EndpointAttr attr = proto::Stream::EndpointAttrFor(params);
+  SocketTable table;
+  ConnectionThread connections(table);
+  const uint16_t port = fabric::testing::NextPort();
+  const sockaddr_in listen_addr = fabric::testing::Ipv4("127.0.0.1", port);
+  sockaddr_storage listen_ss{};
+  std::memcpy(&listen_ss, &listen_addr, sizeof listen_addr);
+  auto listener = provider.Listen(fabric::testing::Sa(listen_addr), sizeof listen_addr, attr);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  constexpr int kListener = 1003;
+  ASSERT_TRUE(connections
+                  .AddListener(kListener, listen_ss, std::move(listener).value(),
+                               provider.capabilities(), params)
+                  .ok());
+  constexpr int kClients = 2;
+  std::unique_ptr<proto::Stream> clients[kClients];
+  Status statuses[kClients];
+  std::thread connectors[kClients];
+  for (int i = 0; i < kClients; ++i) {
+    auto ep = provider.CreateEndpoint(attr);
+    ASSERT_TRUE(ep.ok());
+    auto c = proto::Stream::Create(std::move(ep).value(), provider.capabilities(), params);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    clients[i] = std::move(c).value();
+    connectors[i] = std::thread([&, i] {
+      statuses[i] = clients[i]->endpoint().Connect(
+          fabric::testing::Sa(listen_addr), sizeof listen_addr,
+          proto::EncodeConnectRequest(TupleFor(static_cast<uint16_t>(41001 + i), port)));
+    });
+  }
+  // Both requests taken while neither handshake has finished (bounded wait, then the verdict).
+  const auto deadline = Clock::now() + std::chrono::seconds(4);
+  while (connections.pending_count() < kClients && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(connections.pending_count(), size_t{kClients})
+      << "handshakes were served one at a time";
+  provider.ReleaseAccepts();
+  for (std::thread& t : connectors) t.join();
+  for (int i = 0; i < kClients; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i].ToString();
+    std::unique_ptr<proto::Stream> server =
+        connections.Claim(kListener, TupleFor(static_cast<uint16_t>(41001 + i), port));
+    ASSERT_NE(server, nullptr) << "client " << i;
+    server->Abort();
+    clients[i]->Abort();
+  }
+  connections.RemoveListener(kListener);
 }
 
 }  // namespace

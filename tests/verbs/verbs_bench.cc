@@ -2,7 +2,10 @@
 // client, possibly on two hosts), printed beside nothing: the guest harness runs ib_send_lat and
 // ib_write_bw on the same device right after it, for the raw fabric's figures.
 //
-//   raw     the verbs provider driven directly (the "native VIA" line): 64-byte ping-pong
+//   raw     the verbs provider driven directly (the "native VIA" line): 64-byte ping-pong; then
+//           (client) what registering application memory costs (RegisterSendMemory +
+//           DeregisterSendMemory, the zero-copy send's price per call) beside the memcpy into a
+//           staging slot it saves, at 64 KiB .. 1 MiB
 //   stream  proto::Stream, the protocol every SAN socket runs, over verbs: 64-byte ping-pong
 //           (combining off, as TCP_NODELAY) and a one-way stream of 64 KiB writes whose bytes the
 //           receiver checks
@@ -102,6 +105,38 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The zero-copy send's trade (docs/protocol.md "Large messages over verbs"): one registration
+// and deregistration of the application's buffer per call, against the copy into the staging
+// slot it saves. Medians of 15, warm buffers (an application's buffer is usually touched).
+void RegistrationCost(fabric::Endpoint& e) {
+  if (!(fabric::GetProvider("verbs")->capabilities() & fabric::kCapRegisteredSend)) {
+    std::printf("SAN-BENCH reg-cost: no kCapRegisteredSend here\n");
+    return;
+  }
+  for (size_t size : {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20}) {
+    std::vector<uint8_t> app(size, 1), staging(size, 2);
+    std::vector<double> reg, copy;
+    for (int i = 0; i < 15; ++i) {
+      uint64_t t0 = NowNs();
+      Result<fabric::MemoryRegion> r = e.RegisterSendMemory(app.data(), size);
+      if (!r.ok()) {
+        std::printf("SAN-BENCH reg-cost: %s\n", r.status().ToString().c_str());
+        return;
+      }
+      e.DeregisterSendMemory(r.value());
+      reg.push_back(double(NowNs() - t0) / 1000.0);
+      app[i] = static_cast<uint8_t>(i);
+      t0 = NowNs();
+      std::memcpy(staging.data(), app.data(), size);
+      copy.push_back(double(NowNs() - t0) / 1000.0);
+    }
+    std::printf(
+        "SAN-BENCH reg-cost %zu KiB: register+deregister median %.1f us, memcpy median "
+        "%.1f us (checksum %u)\n",
+        size >> 10, Median(reg), Median(copy), unsigned(staging[size / 2] + staging[3]));
+  }
+}
+
 int RawPingPong(fabric::Provider& p, const Args& a) {
   fabric::EndpointAttr attr;
   attr.recv_depth = 16;
@@ -164,6 +199,7 @@ int RawPingPong(fabric::Provider& p, const Args& a) {
   if (a.server) {
     if (!await_recv()) return 1;
   } else {
+    RegistrationCost(e);
     fabric::SendWork bye;
     bye.id = ~uint64_t{0};
     bye.num_segments = 1;

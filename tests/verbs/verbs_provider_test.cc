@@ -16,6 +16,8 @@
 
 #ifdef SAN_TEST_HAVE_VERBS
 #include <rdma/rdma_cma.h>
+
+#include "fabric/verbs/verbs_endpoint.h"
 #endif
 
 namespace san::fabric {
@@ -191,6 +193,50 @@ TEST_F(VerbsProviderTest, RegisteredInlineAndBouncedSendsArrive) {
 }
 
 #ifdef SAN_TEST_HAVE_VERBS
+// Registered application memory is read in place by the NIC (no bounce copy): the endpoint's
+// counters say which way each send's bytes went. After deregistration the same memory is bounced
+// again (the old key is not trusted). Needs kCapRegisteredSend (a kernel that copies pinned pages
+// at fork by itself).
+TEST_F(VerbsProviderTest, RegisteredApplicationMemoryIsSentInPlace) {
+  if (!(provider()->capabilities() & kCapRegisteredSend)) {
+    GTEST_SKIP() << "no kCapRegisteredSend: ibv_is_fork_initialized() is not IBV_FORK_UNNEEDED";
+  }
+  PairOptions opt = Options();
+  opt.recv_size = 65536;
+  opt.attr.buffer_bytes = 2u << 20;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(provider(), opt, &pair));
+  auto* client = dynamic_cast<verbs::VerbsEndpoint*>(pair.client.get());
+  ASSERT_NE(client, nullptr);
+  std::vector<uint8_t> heap(3 * 65536);
+  for (size_t i = 0; i < heap.size(); ++i) heap[i] = static_cast<uint8_t>(i * 11 + 1);
+  Result<MemoryRegion> reg = pair.client->RegisterSendMemory(heap.data(), heap.size());
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  const verbs::VerbsEndpoint::SendCounters before = client->send_counters();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(pair.client->PostSend(OneSegment(i, i, heap.data() + 65536 * i, 65536)).ok());
+  }
+  ASSERT_EQ(WaitCompletions(pair.client.get(), 3).size(), 3u);
+  const verbs::VerbsEndpoint::SendCounters in_place = client->send_counters();
+  EXPECT_EQ(in_place.in_place_bytes - before.in_place_bytes, 3u * 65536);
+  EXPECT_EQ(in_place.bounced_bytes, before.bounced_bytes);
+  auto got = WaitCompletions(pair.server.get(), 3);
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].length, 65536u);
+    EXPECT_EQ(0, std::memcmp(pair.server_buf.addr + size_t(i) * opt.recv_size,
+                             heap.data() + 65536 * i, 65536));
+  }
+  ASSERT_TRUE(pair.client->DeregisterSendMemory(reg.value()).ok());
+  SendWork w = OneSegment(9, 9, heap.data(), 65536);
+  w.segments[0].key = reg->key;
+  ASSERT_TRUE(pair.client->PostSend(w).ok());
+  ASSERT_EQ(WaitCompletions(pair.client.get(), 1).size(), 1u);
+  EXPECT_EQ(client->send_counters().bounced_bytes - in_place.bounced_bytes, 65536u);
+  EXPECT_EQ(client->send_counters().in_place_bytes, in_place.in_place_bytes);
+  ASSERT_EQ(WaitCompletions(pair.server.get(), 1).size(), 1u);
+}
+
 // Waits up to 5 s for the next event on `ch`; returns its type, or -1.
 int NextEvent(rdma_event_channel* ch) {
   pollfd p{ch->fd, POLLIN, 0};

@@ -18,6 +18,14 @@
 //                                    "connected", then block in recv: must fail with ECONNRESET
 //   local IP MODE [WHY]              both ends in this process (listen, connect, accept): both
 //                                    in MODE, the client's reason holds WHY, 64 KiB each way
+//   sink IP MODE                     listen, print "port N", accept, check the mode, read and
+//                                    drop everything, print "receiving" after 4 MiB, read on
+//                                    until killed
+//   source IP PORT MODE              connect, check the mode, send 1 MiB blocks until a send
+//                                    fails: exit 0 if it failed with ECONNRESET or EPIPE
+//
+// Environment: SAN_TEST_SEND_BLOCK, the bytes per san_send in server/client (default 64 KiB;
+// large ones take the zero-copy path over verbs when SAN_ZERO_COPY_MIN allows).
 //
 // MODE is what san_getinfo must say: verbs, shm or tcp. Every line of interest goes to stdout,
 // flushed; exit 0 when every check passed, 1 otherwise (the reason on stderr). Every wait is
@@ -29,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -139,8 +148,11 @@ int ConnectTo(const char* ip, uint16_t port) {
 bool BothWays(int fd, uint64_t bytes, uint32_t seed, uint32_t peer_seed, const char* side) {
   const auto start = std::chrono::steady_clock::now();
   bool send_ok = true;
+  const char* block_env = getenv("SAN_TEST_SEND_BLOCK");
+  const size_t block =
+      block_env != nullptr ? std::max<size_t>(1, std::stoull(block_env)) : 64 << 10;
   std::thread sender([&] {
-    std::vector<uint8_t> buf(64 << 10);
+    std::vector<uint8_t> buf(block);
     for (uint64_t done = 0; done < bytes;) {
       const size_t n = std::min<uint64_t>(buf.size(), bytes - done);
       for (size_t i = 0; i < n; ++i) buf[i] = PatternByte(done + i, seed);
@@ -305,6 +317,47 @@ int Local(const char* ip, const std::string& mode, const char* why) {
   return ok ? 0 : 1;
 }
 
+int Sink(const char* ip, const std::string& mode) {
+  uint16_t port = 0;
+  const int lfd = Listen(ip, &port);
+  PrintPort(port);
+  const int fd = AcceptOne(lfd);
+  if (!CheckMode(fd, "server", mode, nullptr)) return 1;
+  std::vector<uint8_t> buf(1 << 20);
+  uint64_t got = 0;
+  bool said = false;
+  for (;;) {
+    WaitFor(fd, POLLIN);
+    const ssize_t k = san_recv(fd, buf.data(), buf.size(), 0);
+    if (k <= 0) Fail("san_recv (sink)");
+    got += static_cast<uint64_t>(k);
+    if (!said && got >= (4u << 20)) {
+      printf("receiving\n");
+      fflush(stdout);
+      said = true;
+    }
+  }
+}
+
+int Source(const char* ip, uint16_t port, const std::string& mode) {
+  const int fd = ConnectTo(ip, port);
+  if (!CheckMode(fd, "client", mode, nullptr)) return 1;
+  std::vector<uint8_t> buf(1 << 20, 0x33);
+  uint64_t sent = 0;
+  for (;;) {
+    const ssize_t k = san_send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+    if (k < 0) {
+      const int err = errno;
+      printf("source send failed after %llu bytes errno=%s\n",
+             static_cast<unsigned long long>(sent), strerror(err));
+      fflush(stdout);
+      san_close(fd);
+      return err == ECONNRESET || err == EPIPE ? 0 : 1;
+    }
+    sent += static_cast<uint64_t>(k);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -322,12 +375,17 @@ int main(int argc, char** argv) {
   if (role == "victim" && argc == 5) {
     return Victim(argv[2], static_cast<uint16_t>(std::stoi(argv[3])), argv[4]);
   }
+  if (role == "sink" && argc == 4) return Sink(argv[2], argv[3]);
+  if (role == "source" && argc == 5) {
+    return Source(argv[2], static_cast<uint16_t>(std::stoi(argv[3])), argv[4]);
+  }
   if (role == "local" && (argc == 4 || argc == 5)) {
     return Local(argv[2], argv[3], argc == 5 ? argv[4] : nullptr);
   }
   fprintf(stderr,
           "usage: %s server IP MODE BYTES [PORT] | client IP PORT MODE BYTES [WHY] |\n"
-          "       hold IP MODE | forkserve IP MODE | victim IP PORT MODE | local IP MODE [WHY]\n"
+          "       hold IP MODE | forkserve IP MODE | victim IP PORT MODE | local IP MODE [WHY] |\n"
+          "       sink IP MODE | source IP PORT MODE\n"
           "       (MODE: verbs, shm or tcp)\n",
           argv[0]);
   return 2;

@@ -34,13 +34,16 @@ using san::verbs_testing::VerbsIp;
 // A peer process with its stdout on a pipe; killed and reaped by the destructor if still there.
 class Peer {
  public:
-  Peer(const std::vector<std::string>& args, const char* provider) {
+  // `env`: NAME=VALUE settings for the peer, beside SAN_PROVIDER.
+  Peer(const std::vector<std::string>& args, const char* provider,
+       const std::vector<std::string>& env = {}) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], 1);
       setenv("SAN_PROVIDER", provider, 1);
+      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
       std::vector<char*> argv;
       std::string bin = SAN_VERBS_SOCKET_PEER;
       argv.push_back(bin.data());
@@ -194,6 +197,85 @@ TEST(VerbsSocket, ForkChildServingAVerbsConnectionFailsCleanly) {
   EXPECT_EQ(victim.Wait(), 0) << victim.output();
   EXPECT_NE(victim.output().find("errno=Connection reset by peer"), std::string::npos)
       << victim.output();
+}
+
+// The value of `key` (e.g. "verbs_zero_copy_bytes_sent") in the SAN_REPORT line of `path`
+// (one process per file); -1 if absent.
+long long ReportValue(const std::string& path, const std::string& key) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (!f) return -1;
+  char line[1024] = {};
+  const bool read = fgets(line, sizeof line, f) != nullptr;
+  fclose(f);
+  const std::string text = read ? line : "";
+  const size_t at = text.find(" " + key + "=");
+  return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size() + 2);
+}
+
+std::string ReportPath(const char* who) {
+  return "/tmp/verbs_socket_test." + std::to_string(getpid()) + "." + who + ".report";
+}
+
+// Large messages over verbs take the zero-copy path (sends from the application's buffer, no
+// staging copy: SAN_ZERO_COPY_MIN) in both directions at once: every byte checked by the peers,
+// EOF both ways, and each process's SAN_REPORT line counts the bytes it sent that way.
+TEST(VerbsSocket, LargeMessagesTakeTheZeroCopyPathBothWays) {
+  SKIP_WITHOUT_VERBS();
+  if (!(san::fabric::GetProvider("verbs")->capabilities() & san::fabric::kCapRegisteredSend)) {
+    GTEST_SKIP() << "no kCapRegisteredSend (ibv_is_fork_initialized() is not IBV_FORK_UNNEEDED)";
+  }
+  constexpr const char* kBytes = "8388608";  // each way, at once, in 1 MiB san_send calls
+  const std::string server_report = ReportPath("zc-server"),
+                    client_report = ReportPath("zc-client");
+  unlink(server_report.c_str());
+  unlink(client_report.c_str());
+  const std::vector<std::string> common = {"SAN_ZERO_COPY_MIN=65536",
+                                           "SAN_TEST_SEND_BLOCK=1048576"};
+  std::vector<std::string> server_env = common, client_env = common;
+  server_env.push_back("SAN_REPORT=" + server_report);
+  client_env.push_back("SAN_REPORT=" + client_report);
+  Peer server({"server", VerbsIp(), "verbs", kBytes}, "auto", server_env);
+  std::string port;
+  ASSERT_TRUE(server.WaitLine("port ", &port)) << server.output();
+  Peer client({"client", VerbsIp(), port, "verbs", kBytes}, "verbs", client_env);
+  EXPECT_EQ(client.Wait(), 0) << "client:\n" << client.output();
+  EXPECT_EQ(server.Wait(), 0) << "server:\n" << server.output();
+  EXPECT_NE(client.output().find("client received=8388608 mismatches=0 "), std::string::npos);
+  EXPECT_NE(server.output().find("server received=8388608 mismatches=0 "), std::string::npos);
+  EXPECT_NE(client.output().find("client eof"), std::string::npos);
+  EXPECT_NE(server.output().find("server eof"), std::string::npos);
+  const long long client_zc = ReportValue(client_report, "verbs_zero_copy_bytes_sent");
+  const long long server_zc = ReportValue(server_report, "verbs_zero_copy_bytes_sent");
+  EXPECT_GT(client_zc, 4ll << 20) << "client report: " << client_report;
+  EXPECT_GT(server_zc, 4ll << 20) << "server report: " << server_report;
+  printf("SAN-VERBS-SOCKET zero_copy client_bytes=%lld server_bytes=%lld of 8388608 each\n",
+         client_zc, server_zc);
+  unlink(server_report.c_str());
+  unlink(client_report.c_str());
+}
+
+// The receiving process is SIGKILLed while the sender streams 1 MiB zero-copy sends to it: the
+// sender's san_send fails with ECONNRESET (or EPIPE), never hangs or crashes, and it had used the
+// path (its SAN_REPORT line).
+TEST(VerbsSocket, PeerDeathDuringZeroCopySendsIsAnError) {
+  SKIP_WITHOUT_VERBS();
+  if (!(san::fabric::GetProvider("verbs")->capabilities() & san::fabric::kCapRegisteredSend)) {
+    GTEST_SKIP() << "no kCapRegisteredSend (ibv_is_fork_initialized() is not IBV_FORK_UNNEEDED)";
+  }
+  const std::string report = ReportPath("zc-source");
+  unlink(report.c_str());
+  Peer sink({"sink", VerbsIp(), "verbs"}, "auto");
+  std::string port;
+  ASSERT_TRUE(sink.WaitLine("port ", &port)) << sink.output();
+  Peer source({"source", VerbsIp(), port, "verbs"}, "verbs",
+              {"SAN_ZERO_COPY_MIN=65536", "SAN_REPORT=" + report});
+  ASSERT_TRUE(sink.WaitLine("receiving")) << sink.output() << source.output();
+  sink.Kill();
+  EXPECT_EQ(source.Wait(), 0) << source.output();
+  EXPECT_NE(source.output().find("source send failed after "), std::string::npos)
+      << source.output();
+  EXPECT_GT(ReportValue(report, "verbs_zero_copy_bytes_sent"), 0) << report;
+  unlink(report.c_str());
 }
 
 TEST(VerbsSocket, AutoStillPicksShmOnThisHost) {

@@ -1,20 +1,25 @@
-// A separate process for verbs_stream_test's peer-death case: connects a proto::Stream over the
+// A separate process for verbs_stream_test's peer-death cases: connects a proto::Stream over the
 // verbs provider to IP:PORT, sends "hello", then waits to be killed (SIGKILL: no orderly close,
-// the kernel's cleanup of its rdma_cm ids is what the other side sees).
-// Usage: verbs_stream_peer IP PORT. Exit 2 on any set-up failure.
+// the kernel's cleanup of its rdma_cm ids is what the other side sees). With "drain" it reads
+// (and drops) everything that arrives meanwhile, sleeping on the doorbell between reads, so the
+// other side can be sending when the kill comes.
+// Usage: verbs_stream_peer IP PORT [drain]. Exit 2 on any set-up failure.
 #include <arpa/inet.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "fabric/registry.h"
 #include "proto/stream.h"
 
 int main(int argc, char** argv) {
   using namespace san;
-  if (argc != 3) return 2;
+  if (argc != 3 && !(argc == 4 && std::string(argv[3]) == "drain")) return 2;
+  const bool drain = argc == 4;
   fabric::Provider* provider = fabric::GetProvider("verbs");
   if (provider == nullptr) {
     std::fprintf(stderr, "verbs_stream_peer: %s\n", fabric::WhyUnavailable("verbs"));
@@ -54,8 +59,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::fprintf(stderr, "verbs_stream_peer: connected, sent %zu bytes\n", sent.value());
+  std::vector<char> sink(1 << 20);
   for (;;) {  // keep the connection alive until killed
-    stream.value()->Progress();
-    sleep(1);
+    if (!drain) {
+      stream.value()->Progress();
+      sleep(1);
+      continue;
+    }
+    const iovec in{sink.data(), sink.size()};
+    Result<size_t> r = stream.value()->Recv(&in, 1, false);
+    if (r.ok() && r.value() > 0) continue;
+    if (!r.ok() && !r.status().would_block()) return 1;
+    fabric::Endpoint& ep = stream.value()->endpoint();
+    if (ep.Arm()) {
+      pollfd p{ep.notify_fd(), POLLIN, 0};
+      poll(&p, 1, 100);
+      ep.ClearNotify();
+    }
   }
 }

@@ -39,8 +39,19 @@ struct FaultPlan {
   // as verbs' Accept waits for the client's RTU), so callers that must not be held up by it can be
   // tested in one process.
   uint32_t accept_delay_us = 0;
+  // Server side: the handshake is not finished until the test calls
+  // LoopbackProvider::ReleaseAccepts() (Accept() waits for it, bounded; FinishAccept() says "not
+  // yet"), so a caller serving several handshakes at once can be seen doing so.
+  bool hold_accepts = false;
 
   bool no_single_copy = false;
+  // Sends from registered application memory (kCapRegisteredSend, emulated: the copy into the
+  // peer's receive is made in PostSend as for any send; registration checks that the memory is
+  // mapped and counts what is sent from it):
+  //  no_registered_send  the provider does not advertise kCapRegisteredSend;
+  //  refuse_register     the Nth RegisterSendMemory fails with ENOMEM (a pinned-memory limit).
+  bool no_registered_send = false;
+  uint64_t refuse_register = 0;
   bool refuse_window_probe = false;
   uint64_t refuse_window_write = 0;
   uint32_t window_write_hold_us = 0;

@@ -1,12 +1,14 @@
 #include "fabric/loopback/loopback_endpoint.h"
 
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "common/clock.h"
 #include "fabric/loopback/loopback_provider.h"
@@ -155,6 +157,17 @@ Status LoopbackEndpoint::PostSend(const SendWork& work) {
     BreakLocked(ECONNRESET);
     return Status(ECONNRESET, "PostSend: injected break");
   }
+  for (int i = 0; i < work.num_segments; ++i) {
+    const Segment& seg = work.segments[i];
+    const auto* p = static_cast<const std::byte*>(seg.addr);
+    for (const MemoryRegion& r : regions_) {
+      if (seg.length != 0 && r.addr != nullptr && p >= r.addr && p <= r.addr + r.length &&
+          seg.length <= r.length - static_cast<size_t>(p - r.addr)) {
+        in_place_bytes_.fetch_add(seg.length, std::memory_order_relaxed);
+        break;
+      }
+    }
+  }
   Half& peer = link_->half[1 - side_];
   if (n != plan_.drop_send) {
     if (plan_.delays() || !peer.held.empty()) {
@@ -252,6 +265,32 @@ Status LoopbackEndpoint::Accept() {
   if (plan_.accept_delay_us != 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(plan_.accept_delay_us));
   }
+  if (plan_.hold_accepts) {  // bounded like any provider's set-up (10 s)
+    for (int i = 0; i < 10000 && !provider_->accepts_released(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!provider_->accepts_released()) return Status(ETIMEDOUT, "Accept: held");
+  }
+  return AnswerAccept();
+}
+
+Status LoopbackEndpoint::BeginAccept() {
+  if (!plan_.hold_accepts) return Accept();
+  if (side_ != 1 || accept_begun_) return Status(EINVAL, "BeginAccept");
+  accept_begun_ = true;
+  return Status::Ok();
+}
+
+Result<bool> LoopbackEndpoint::FinishAccept() {
+  if (!accept_begun_) return true;  // answered in BeginAccept
+  if (!provider_->accepts_released()) return false;
+  accept_begun_ = false;
+  Status s = AnswerAccept();
+  if (!s.ok()) return s;
+  return true;
+}
+
+Status LoopbackEndpoint::AnswerAccept() {
   std::lock_guard<std::mutex> lock(link_->mu);
   if (side_ != 1) return Status(EINVAL, "Accept");
   if (link_->verdict != -1) return Status(ECONNRESET, "Accept: client gave up");
@@ -371,6 +410,53 @@ Result<size_t> LoopbackEndpoint::WriteWindow(const WindowKey& key, const Segment
   }
   w.store(WindowWord(key.generation, kWindowDone), std::memory_order_release);
   return static_cast<size_t>(total);
+}
+
+Result<MemoryRegion> LoopbackEndpoint::RegisterSendMemory(const void* addr, size_t length) {
+  if (plan_.no_registered_send) return Status(ENOTSUP, "RegisterSendMemory");
+  if (addr == nullptr || length == 0 || length > (size_t{1} << 30)) {
+    return Status(EINVAL, "RegisterSendMemory");
+  }
+  // What ibv_reg_mr's pinning finds: every page of the range must be mapped (EFAULT otherwise).
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(addr) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(addr) + length + page - 1) / page * page;
+  std::vector<unsigned char> resident((end - begin) / page);
+  if (mincore(reinterpret_cast<void*>(begin), end - begin, resident.data()) != 0) {
+    return Status(errno == ENOMEM ? EFAULT : errno, "RegisterSendMemory: not mapped");
+  }
+  std::lock_guard<std::mutex> lock(link_->mu);
+  if (link_->broken != 0) return Status(ECONNRESET, "RegisterSendMemory");
+  if (++registrations_ == plan_.refuse_register) {
+    return Status(ENOMEM, "RegisterSendMemory: injected refusal");
+  }
+  for (MemoryRegion& r : regions_) {
+    if (r.addr != nullptr) continue;
+    r.addr = static_cast<std::byte*>(const_cast<void*>(addr));
+    r.length = length;
+    r.key = next_region_key_++;
+    return r;
+  }
+  return Status(EBUSY, "RegisterSendMemory: regions");
+}
+
+Status LoopbackEndpoint::DeregisterSendMemory(const MemoryRegion& region) {
+  std::lock_guard<std::mutex> lock(link_->mu);
+  for (MemoryRegion& r : regions_) {
+    if (r.addr != nullptr && r.addr == region.addr && r.length == region.length &&
+        r.key == region.key) {
+      r = MemoryRegion{};
+      return Status::Ok();
+    }
+  }
+  return Status(EINVAL, "DeregisterSendMemory: not a registered region");
+}
+
+int LoopbackEndpoint::registered_regions() const {
+  std::lock_guard<std::mutex> lock(link_->mu);
+  int n = 0;
+  for (const MemoryRegion& r : regions_) n += r.addr != nullptr;
+  return n;
 }
 
 }  // namespace san::fabric::loopback

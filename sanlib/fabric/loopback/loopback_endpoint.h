@@ -43,6 +43,8 @@ class LoopbackEndpoint final : public Endpoint {
   Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;
   Status Accept() override;
   Status Reject() override;
+  Status BeginAccept() override;
+  Result<bool> FinishAccept() override;
   const ConnectData& peer_data() const override { return peer_data_; }
   void Disconnect() override;
   bool broken() const override;
@@ -56,6 +58,12 @@ class LoopbackEndpoint final : public Endpoint {
   Result<WindowKey> ExposeWindow(void* addr, size_t length) override;
   Result<WindowFate> RevokeWindow() override;
   Result<size_t> WriteWindow(const WindowKey& key, const Segment* segs, int nsegs) override;
+  Result<MemoryRegion> RegisterSendMemory(const void* addr, size_t length) override;
+  Status DeregisterSendMemory(const MemoryRegion& region) override;
+  // Tests: payload bytes PostSend took from registered application memory, and registrations
+  // currently held.
+  uint64_t in_place_bytes() const { return in_place_bytes_.load(std::memory_order_relaxed); }
+  int registered_regions() const;
 
  private:
   LoopbackEndpoint(LoopbackProvider* provider, std::shared_ptr<Link> link, int side,
@@ -73,7 +81,10 @@ class LoopbackEndpoint final : public Endpoint {
   const int side_;
   const EndpointAttr attr_;
   FaultPlan plan_;
-  uint64_t sends_ = 0;  // guarded by link_->mu
+  // Answers the request (the verdict the client waits for).
+  Status AnswerAccept();
+  uint64_t sends_ = 0;         // guarded by link_->mu
+  bool accept_begun_ = false;  // BeginAccept under hold_accepts, not finished yet
   UniqueFd doorbell_;
   std::unique_ptr<std::byte[]> arena_;
   std::byte* arena_begin_ = nullptr;  // 64-byte aligned start inside arena_
@@ -84,6 +95,11 @@ class LoopbackEndpoint final : public Endpoint {
   bool window_exposed_ = false;
   std::atomic<uint64_t> window_writes_{0};
   std::atomic<bool> window_refused_{false};
+  // Registered application memory (guarded by link_->mu).
+  MemoryRegion regions_[kMaxSendRegions] = {};
+  uint64_t registrations_ = 0;
+  uint32_t next_region_key_ = 0x100;
+  std::atomic<uint64_t> in_place_bytes_{0};
 };
 
 }  // namespace san::fabric::loopback

@@ -26,6 +26,7 @@ uint32_t LoopbackProvider::capabilities() const {
   uint32_t caps = kCapSendFromAnyMemory | kCapWaitable;
   if (!fault_plan().lossy()) caps |= kCapReliable;
   if (!fault_plan().no_single_copy) caps |= kCapSingleCopy;
+  if (!fault_plan().no_registered_send) caps |= kCapRegisteredSend;
   return caps;
 }
 

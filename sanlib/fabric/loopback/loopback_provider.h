@@ -10,6 +10,7 @@
 // provider lives for the process).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,9 +48,13 @@ class LoopbackProvider final : public Provider {
                  const ConnectData& data);
   // For ~LoopbackListener.
   void Unregister(const std::string& key, LoopbackListener* listener);
+  // FaultPlan::hold_accepts: lets every held handshake, present and future, finish.
+  void ReleaseAccepts() { accepts_released_.store(true, std::memory_order_release); }
+  bool accepts_released() const { return accepts_released_.load(std::memory_order_acquire); }
 
  private:
   mutable std::mutex mu_;
+  std::atomic<bool> accepts_released_{false};
   FaultPlan plan_;
   std::map<std::string, LoopbackListener*> listeners_;
 };

@@ -180,6 +180,7 @@ Status VerbsEndpoint::BuildQueuePair() {
   max_inline_ = qa.cap.max_inline_data;
   mr_ = ibv_reg_mr(pd, base_, mapping_bytes_, IBV_ACCESS_LOCAL_WRITE);
   if (mr_ == nullptr) return Status::FromErrno("ibv_reg_mr");
+  pd_ = pd;
   qp_ready_ = true;
   // Receives recorded before the QP existed (a client posts before Connect), in order.
   for (; recv_given_to_qp_ < recv_posted_; ++recv_given_to_qp_) {
@@ -213,6 +214,9 @@ VerbsEndpoint::~VerbsEndpoint() {
     rdma_disconnect(id_);  // the peer gets a DREQ now, not after a timeout
   }
   if (id_ != nullptr && id_->qp != nullptr) rdma_destroy_qp(id_);
+  for (ibv_mr* user : user_mrs_) {
+    if (user != nullptr) ibv_dereg_mr(user);
+  }
   if (mr_ != nullptr) ibv_dereg_mr(mr_);
   if (send_cq_ != nullptr) ibv_destroy_cq(send_cq_);
   if (recv_cq_ != nullptr) ibv_destroy_cq(recv_cq_);
@@ -242,6 +246,65 @@ uint32_t VerbsEndpoint::LkeyFor(const void* addr, size_t length) const {
   if (mr_ == nullptr || p < base_ || p > base_ + mapping_bytes_) return 0;
   if (length > mapping_bytes_ - static_cast<size_t>(p - base_)) return 0;
   return mr_->lkey;
+}
+
+uint32_t VerbsEndpoint::UserLkeyFor(const void* addr, size_t length) const {
+  const auto* p = static_cast<const std::byte*>(addr);
+  for (const ibv_mr* mr : user_mrs_) {
+    if (mr == nullptr) continue;
+    const auto* begin = static_cast<const std::byte*>(mr->addr);
+    if (p >= begin && p <= begin + mr->length &&
+        length <= mr->length - static_cast<size_t>(p - begin)) {
+      return mr->lkey;
+    }
+  }
+  return 0;
+}
+
+Result<MemoryRegion> VerbsEndpoint::RegisterSendMemory(const void* addr, size_t length) {
+  if (InChild()) return Status(ECONNRESET, "verbs RegisterSendMemory (fork child)");
+  if (!(provider_.capabilities() & kCapRegisteredSend)) {
+    return Status(ENOTSUP, "verbs RegisterSendMemory: registration would hide pages from fork");
+  }
+  if (pd_ == nullptr) return Status(ENOTCONN, "verbs RegisterSendMemory: no device yet");
+  if (addr == nullptr || length == 0 || length > kMaxBufferBytes) {
+    return Status(EINVAL, "verbs RegisterSendMemory");
+  }
+  int slot = -1;
+  for (int i = 0; i < kMaxSendRegions && slot < 0; ++i) {
+    if (user_mrs_[i] == nullptr) slot = i;
+  }
+  if (slot < 0) return Status(EBUSY, "verbs RegisterSendMemory: regions");
+  // Local read only: the NIC reads these pages for our sends; the peer gets no key to them. The
+  // kernel pins what is mapped at this moment (EFAULT for a hole).
+  ibv_mr* mr = ibv_reg_mr(pd_, const_cast<void*>(addr), length, 0);
+  if (mr == nullptr) {
+    const int err = errno != 0 ? errno : ENOMEM;
+    return Status(err, "ibv_reg_mr(application memory)");
+  }
+  user_mrs_[slot] = mr;
+  MemoryRegion r;
+  r.addr = static_cast<std::byte*>(const_cast<void*>(addr));
+  r.length = length;
+  r.key = mr->lkey;
+  return r;
+}
+
+Status VerbsEndpoint::DeregisterSendMemory(const MemoryRegion& region) {
+  for (ibv_mr*& mr : user_mrs_) {
+    if (mr == nullptr || mr->addr != region.addr || mr->length != region.length ||
+        mr->lkey != region.key) {
+      continue;
+    }
+    // In a fork child the MR is the parent's: forget it, release nothing.
+    if (!InChild()) {
+      const int rc = ibv_dereg_mr(mr);
+      if (rc != 0) return Status(rc, "ibv_dereg_mr(application memory)");
+    }
+    mr = nullptr;
+    return Status::Ok();
+  }
+  return Status(EINVAL, "verbs DeregisterSendMemory: not a registered region");
 }
 
 Status VerbsEndpoint::PostRecv(const RecvWork& work) {
@@ -276,12 +339,18 @@ Status VerbsEndpoint::PostSend(const SendWork& work) {
   if (work.num_segments > kMaxSendSegments) return Status(EINVAL, "verbs PostSend: segments");
   size_t total = 0;
   bool all_registered = true;
+  uint32_t keys[kMaxSendSegments] = {};
+  bool user[kMaxSendSegments] = {};
   for (int i = 0; i < work.num_segments; ++i) {
-    total += work.segments[i].length;
-    if (work.segments[i].length > 0 &&
-        LkeyFor(work.segments[i].addr, work.segments[i].length) == 0) {
-      all_registered = false;
+    const Segment& seg = work.segments[i];
+    total += seg.length;
+    if (seg.length == 0) continue;
+    keys[i] = LkeyFor(seg.addr, seg.length);
+    if (keys[i] == 0) {
+      keys[i] = UserLkeyFor(seg.addr, seg.length);
+      user[i] = keys[i] != 0;
     }
+    if (keys[i] == 0) all_registered = false;
   }
   if (total > mtu_) return Status(EMSGSIZE, "verbs PostSend");
   const uint64_t pos = send_posted_.load(std::memory_order_relaxed);
@@ -297,14 +366,19 @@ Status VerbsEndpoint::PostSend(const SendWork& work) {
   wr.imm_data = htobe32(work.imm);
   if (total <= max_inline_ || all_registered) {
     // Inline: the CPU copies into the work request now (no key needed, the source is free at
-    // once). Registered: the NIC reads the caller's memory (the caller keeps it until the
-    // completion, as the stream's staging slots are).
-    if (total <= max_inline_ && total > 0) wr.send_flags |= IBV_SEND_INLINE;
+    // once). Registered (our arena, or application memory the caller registered): the NIC reads
+    // it in place before the completion, and the caller keeps it unchanged until then.
+    const bool inline_send = total <= max_inline_ && total > 0;
+    if (inline_send) wr.send_flags |= IBV_SEND_INLINE;
     for (int i = 0; i < work.num_segments; ++i) {
       const Segment& seg = work.segments[i];
       if (seg.length == 0) continue;
-      sge[nsge++] =
-          ibv_sge{reinterpret_cast<uint64_t>(seg.addr), seg.length, LkeyFor(seg.addr, seg.length)};
+      sge[nsge++] = ibv_sge{reinterpret_cast<uint64_t>(seg.addr), seg.length, keys[i]};
+      if (inline_send) {
+        counters_.inline_bytes += seg.length;
+      } else {
+        (user[i] ? counters_.in_place_bytes : counters_.arena_bytes) += seg.length;
+      }
     }
   } else {
     // Memory the NIC may not read: gather into this queue entry's bounce slot.
@@ -317,6 +391,7 @@ Status VerbsEndpoint::PostSend(const SendWork& work) {
     }
     sge[nsge++] =
         ibv_sge{reinterpret_cast<uint64_t>(slot), static_cast<uint32_t>(total), mr_->lkey};
+    counters_.bounced_bytes += total;
   }
   wr.sg_list = nsge > 0 ? sge : nullptr;
   wr.num_sge = nsge;
@@ -338,6 +413,9 @@ int VerbsEndpoint::Poll(Completion* out, int max) {
     broken_.store(ECONNRESET);  // this process's copy only
     return Flush(out, max);
   }
+  // The socket layer arms a sleeper's doorbell without the stream's lock, while another thread
+  // of the same socket may be polling under it: Arm and Poll share the stash and the rings.
+  std::lock_guard<std::mutex> lock(poll_mu_);
   int n = 0;
   auto handle = [&](const ibv_wc& wc) {
     if (wc.wr_id & kSendBit) {
@@ -407,6 +485,7 @@ int VerbsEndpoint::Flush(Completion* out, int max) {
 
 bool VerbsEndpoint::Arm() {
   if (InChild() || broken_.load(std::memory_order_acquire) != 0) return false;
+  std::lock_guard<std::mutex> lock(poll_mu_);
   if (stash_next_ < stash_count_) return false;
   if (!qp_ready_) return true;
   // Both CQs raise events: receives are what a sleeper waits for, and a failed send is how a
@@ -544,19 +623,51 @@ Status VerbsEndpoint::Connect(const sockaddr* server, socklen_t len, const Conne
 }
 
 Status VerbsEndpoint::Accept() {
+  Status s = BeginAccept();
+  if (!s.ok()) return s;
+  // The QP is ready to receive once rdma_accept returns; waiting for ESTABLISHED (the client's
+  // RTU) makes our first send find the client's QP ready too (no retransmission timeout).
+  accepting_ = false;
+  s = WaitEvent(RDMA_CM_EVENT_ESTABLISHED, accept_deadline_ns_);
+  if (!s.ok()) return s;
+  state_ = State::kConnected;
+  return Status::Ok();
+}
+
+Status VerbsEndpoint::BeginAccept() {
   if (InChild()) return Status(ECONNRESET, "verbs Accept (fork child)");
-  if (state_ != State::kRequested) return Status(EINVAL, "verbs Accept");
-  state_ = State::kFailed;
+  if (state_ != State::kRequested || accepting_) return Status(EINVAL, "verbs Accept");
+  state_ = State::kFailed;  // until ESTABLISHED
   rdma_conn_param param{};
   param.retry_count = 7;
   param.rnr_retry_count = 0;
   if (rdma_accept(id_, &param) != 0) return Status::FromErrno("rdma_accept");
-  // The QP is ready to receive once rdma_accept returns; waiting for ESTABLISHED (the client's
-  // RTU) makes our first send find the client's QP ready too (no retransmission timeout).
-  Status s = WaitEvent(RDMA_CM_EVENT_ESTABLISHED, NowNs() + kSetupTimeoutNs);
+  accept_deadline_ns_ = NowNs() + kSetupTimeoutNs;
+  accepting_ = true;
+  return Status::Ok();
+}
+
+Result<bool> VerbsEndpoint::FinishAccept() {
+  if (InChild()) return Status(ECONNRESET, "verbs Accept (fork child)");
+  if (!accepting_) {
+    if (state_ == State::kConnected) return true;
+    return Status(EINVAL, "verbs FinishAccept: no accept in progress");
+  }
+  if (broken_.load(std::memory_order_acquire) != 0) {
+    accepting_ = false;
+    return Status(ECONNRESET, "verbs FinishAccept");
+  }
+  // A deadline already passed: one look at what is queued, no waiting.
+  Status s = WaitEvent(RDMA_CM_EVENT_ESTABLISHED, 0);
+  if (s.code() == ETIMEDOUT) {
+    if (NowNs() < accept_deadline_ns_) return false;
+    accepting_ = false;
+    return s;
+  }
+  accepting_ = false;
   if (!s.ok()) return s;
   state_ = State::kConnected;
-  return Status::Ok();
+  return true;
 }
 
 Status VerbsEndpoint::Reject() {

@@ -11,9 +11,15 @@
 //                lkey is found by address, the caller's key is not trusted.
 //   PostSend  -> IBV_WR_SEND_WITH_IMM (imm in network byte order on the wire), signalled,
 //                wr_id = the send's position. Up to max_inline bytes: IBV_SEND_INLINE straight from
-//                the caller's memory. Otherwise segments inside the arena go as they are (no copy),
-//                and a send with any segment outside it is gathered into the bounce slot of its
-//                send-queue entry (so kCapSendFromAnyMemory holds).
+//                the caller's memory. Otherwise segments inside the arena or inside a region of
+//                application memory registered by RegisterSendMemory go as they are (no copy:
+//                the NIC reads them before the send completes), and a send with any other segment
+//                is gathered into the bounce slot of its send-queue entry (so
+//                kCapSendFromAnyMemory holds). Keys are found by address, never trusted.
+//   RegisterSendMemory -> ibv_reg_mr(pd, addr, length, 0): local read only (the NIC reads it for
+//                sends; no remote access, so nothing the peer does can touch it), one MR per call,
+//                at most kMaxSendRegions; DeregisterSendMemory -> ibv_dereg_mr. No cache (why:
+//                docs/protocol.md "Large messages over verbs").
 //   Poll      -> ibv_poll_cq on both CQs; positions map back to the caller's ids through two small
 //                local rings, so a late or foreign completion is recognised and dropped.
 //   Arm       -> ibv_req_notify_cq(recv CQ), then polls once more (a completion that landed
@@ -33,9 +39,11 @@
 // on a broken connection (Post* ECONNRESET, Poll flushes, broken() true) and the destructor
 // releases nothing of the parent's (no DREQ, no QP destroy through the shared uverbs file).
 //
-// Thread-safety: one sending thread (PostSend) and one receiving thread (PostRecv, Poll, Arm,
-// ClearNotify) at a time; broken() and Disconnect() from any thread (rdma_cm events are processed
-// under a mutex). Ownership: owns every resource above; destroying it disconnects.
+// Thread-safety: one sending thread (PostSend, RegisterSendMemory, DeregisterSendMemory) and one
+// receiving thread (PostRecv, Poll, ClearNotify) at a time; Arm() from any thread, also while
+// another polls (the socket layer arms sleepers without the stream's lock: Poll and Arm share a
+// mutex); broken() and Disconnect() from any thread (rdma_cm events are processed under a mutex).
+// Ownership: owns every resource above; destroying it disconnects.
 #pragma once
 
 #include <rdma/rdma_cma.h>
@@ -76,11 +84,32 @@ class VerbsEndpoint final : public Endpoint {
   Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;
   Status Accept() override;
   Status Reject() override;
+  // rdma_accept now; FinishAccept looks (without blocking) for ESTABLISHED, the client's RTU,
+  // and gives ETIMEDOUT once the set-up limit has passed.
+  Status BeginAccept() override;
+  Result<bool> FinishAccept() override;
   const ConnectData& peer_data() const override { return peer_data_; }
   void Disconnect() override;
   bool broken() const override;
   uint32_t mtu() const override { return mtu_; }
   const char* provider_name() const override { return "verbs"; }
+  Result<MemoryRegion> RegisterSendMemory(const void* addr, size_t length) override;
+  Status DeregisterSendMemory(const MemoryRegion& region) override;
+
+  // How PostSend moved payload bytes so far (sending thread; for tests and benchmarks).
+  struct SendCounters {
+    uint64_t inline_bytes = 0;    // IBV_SEND_INLINE: copied into the work request
+    uint64_t arena_bytes = 0;     // read in place from AllocateBuffer memory
+    uint64_t in_place_bytes = 0;  // read in place from registered application memory
+    uint64_t bounced_bytes = 0;   // copied into a bounce slot first
+  };
+  const SendCounters& send_counters() const { return counters_; }
+  // Application regions registered now (sending thread; tests).
+  int registered_send_regions() const {
+    int n = 0;
+    for (const ibv_mr* mr : user_mrs_) n += mr != nullptr;
+    return n;
+  }
 
  private:
   enum class State : uint8_t { kIdle, kRequested, kConnected, kFailed };
@@ -103,6 +132,8 @@ class VerbsEndpoint final : public Endpoint {
   void Break(int reason, const char* why) const;  // `why`: for the debug log
   bool InChild() const;
   uint32_t LkeyFor(const void* addr, size_t length) const;  // 0 = outside our registered memory
+  // The lkey of the application region holding [addr, addr+length); 0 = none.
+  uint32_t UserLkeyFor(const void* addr, size_t length) const;
   int Flush(Completion* out, int max);
 
   const VerbsProvider& provider_;
@@ -117,6 +148,9 @@ class VerbsEndpoint final : public Endpoint {
   ibv_cq* send_cq_ = nullptr;
   ibv_cq* recv_cq_ = nullptr;
   ibv_mr* mr_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_mr* user_mrs_[kMaxSendRegions] = {};  // RegisterSendMemory (sending thread)
+  SendCounters counters_;
   bool qp_ready_ = false;
   uint32_t max_inline_ = 0;
   UniqueFd epoll_;
@@ -129,6 +163,8 @@ class VerbsEndpoint final : public Endpoint {
   size_t arena_used_ = 0;
 
   State state_ = State::kIdle;
+  bool accepting_ = false;  // BeginAccept done, ESTABLISHED not seen yet
+  uint64_t accept_deadline_ns_ = 0;
   // Receives: positions [recv_reaped_, recv_posted_) are outstanding; ring indexed mod recv_depth.
   std::unique_ptr<PostedRecv[]> recvs_;
   uint64_t recv_posted_ = 0, recv_reaped_ = 0, recv_given_to_qp_ = 0;
@@ -141,6 +177,7 @@ class VerbsEndpoint final : public Endpoint {
   int stash_count_ = 0, stash_next_ = 0;
   uint32_t empty_polls_ = 0;
 
+  std::mutex poll_mu_;                             // Poll and Arm (the stash, the CQs, the rings)
   mutable std::mutex cm_mu_;                       // rdma_cm event processing, Break
   mutable std::atomic<int> broken_{0};             // the first cause, 0 while healthy
   mutable std::atomic<bool> disconnected_{false};  // rdma_disconnect done

@@ -82,6 +82,11 @@ VerbsProvider* VerbsProvider::Open(std::string* why_not) {
   }
   auto* p = new VerbsProvider();
   p->contexts_ = contexts;
+  // Sends from registered application memory: only where registration leaves the application's
+  // pages alone at fork(). Under ibv_fork_init every registration marks its pages MADV_DONTFORK,
+  // and on an application buffer (a heap or stack page shared with unrelated data) a fork child
+  // made meanwhile would find those pages missing.
+  p->registered_send_ = fork_status == IBV_FORK_UNNEEDED;
   for (int i = 0; i < n; ++i) {
     ibv_pd* pd = ibv_alloc_pd(contexts[i]);
     if (pd == nullptr) {

@@ -37,8 +37,11 @@ class VerbsProvider final : public Provider {
   static VerbsProvider* Open(std::string* why_not);
 
   const char* name() const override { return "verbs"; }
+  // kCapRegisteredSend only where the kernel copies pinned pages for a fork child itself
+  // (ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, Linux >= 5.13): see Open().
   uint32_t capabilities() const override {
-    return kCapReliable | kCapSendFromAnyMemory | kCapWaitable;
+    return kCapReliable | kCapSendFromAnyMemory | kCapWaitable |
+           (registered_send_ ? kCapRegisteredSend : 0u);
   }
   uint32_t max_mtu() const override { return kMaxMtu; }
   // Loopback addresses: no (they are shm's; rdma_cm's loopback path did not connect on rxe).
@@ -61,6 +64,7 @@ class VerbsProvider final : public Provider {
   VerbsProvider() = default;
   bool SourceHasDevice(const std::string& source_key) const;
 
+  bool registered_send_ = false;
   ibv_context** contexts_ = nullptr;  // rdma_get_devices (kept for the process's life)
   std::vector<Device> devices_;
   mutable std::mutex mu_;
