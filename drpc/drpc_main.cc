@@ -14,6 +14,7 @@
 #include "core/hostfile.h"
 #include "core/token.h"
 #include "transport/channel.h"
+#include "transport/malloc_tuning.h"
 
 using namespace san::drpc;
 
@@ -27,6 +28,7 @@ int Usage(const std::string& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  san::drpc::TuneMallocForBulkTransfers();  // before gRPC starts its threads
   CliParse parse = ParseCli(std::vector<std::string>(argv + 1, argv + argc));
   if (parse.help) {
     fputs(CliUsage(), stdout);

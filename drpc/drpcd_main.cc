@@ -22,6 +22,7 @@
 #include "node/node_service.h"
 #include "transport/acceptor.h"
 #include "transport/channel.h"
+#include "transport/malloc_tuning.h"
 
 namespace po = boost::program_options;
 using namespace san::drpc;
@@ -69,6 +70,7 @@ std::optional<uid_t> ParseUser(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  san::drpc::TuneMallocForBulkTransfers();  // before gRPC starts its threads
   std::string listen_text = "0.0.0.0:7467", port_file, token_file, policy_file, root;
   std::vector<std::string> allow, allow_uid;
   bool no_auth = false;

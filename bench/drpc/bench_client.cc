@@ -104,7 +104,26 @@ int RunClientProcess(const std::string& target_text, const std::string& token) {
       const Clock::time_point t0 = Clock::now();
       if (!in || timeout_s == 0) {
         out = "error bad push command";
-      } else if (!PushFile(stub.get(), cs, local, remote, 0644, true, &bytes, &error)) {
+      } else if (!PushFile(channel, cs, local, remote, 0644, true, &bytes, &error)) {
+        out = "error " + OneLine(error);
+      } else {
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        char b[64];
+        snprintf(b, sizeof b, "ok %llu %.6f", static_cast<unsigned long long>(bytes), s);
+        out = b;
+      }
+    } else if (verb == "pull") {
+      std::string remote, local;
+      uint32_t timeout_s = 0;
+      in >> remote >> local >> timeout_s;
+      CallSettings cs;
+      cs.token = token;
+      cs.timeout_ms = timeout_s * 1000;
+      uint64_t bytes = 0;
+      const Clock::time_point t0 = Clock::now();
+      if (!in || timeout_s == 0) {
+        out = "error bad pull command";
+      } else if (!PullFile(stub.get(), cs, remote, local, &bytes, &error)) {
         out = "error " + OneLine(error);
       } else {
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -221,10 +240,20 @@ bool BenchClient::Ping(int size, int n, std::vector<double>* us, std::string* er
 
 bool BenchClient::Push(const std::string& local, const std::string& remote, uint32_t timeout_s,
                        uint64_t* bytes, double* seconds, std::string* error) {
+  return Transfer("push " + local + " " + remote + " " + std::to_string(timeout_s), bytes, seconds,
+                  error);
+}
+
+bool BenchClient::Pull(const std::string& remote, const std::string& local, uint32_t timeout_s,
+                       uint64_t* bytes, double* seconds, std::string* error) {
+  return Transfer("pull " + remote + " " + local + " " + std::to_string(timeout_s), bytes, seconds,
+                  error);
+}
+
+bool BenchClient::Transfer(const std::string& command, uint64_t* bytes, double* seconds,
+                           std::string* error) {
   std::string answer;
-  if (!Ask("push " + local + " " + remote + " " + std::to_string(timeout_s), &answer, error)) {
-    return false;
-  }
+  if (!Ask(command, &answer, error)) return false;
   std::istringstream in(answer.substr(2));
   unsigned long long b = 0;
   in >> b >> *seconds;

@@ -11,6 +11,7 @@
 //   child, once connected:  "ready <mode>"            | "error <message>" (then it exits)
 //   "ping <size> <n> <record>" -> "ok[ <us>...]"       (record 0: no samples back) | "error <m>"
 //   "push <local> <remote> <timeout_s>" -> "ok <bytes> <seconds>" | "error <m>"
+//   "pull <remote> <local> <timeout_s>" -> "ok <bytes> <seconds>" | "error <m>"
 //   end of input: the child exits 0.
 // Thread-safety: BenchClient is used from one thread.
 #pragma once
@@ -40,12 +41,16 @@ class BenchClient {
   bool Start(const std::string& self, const std::string& target, const std::string& token,
              const std::vector<std::string>& env, std::string* error);
   const std::string& mode() const { return mode_; }
+  pid_t pid() const { return pid_; }
 
   bool Ping(int size, int n, std::vector<double>* us, std::string* error);
   bool Push(const std::string& local, const std::string& remote, uint32_t timeout_s,
             uint64_t* bytes, double* seconds, std::string* error);
+  bool Pull(const std::string& remote, const std::string& local, uint32_t timeout_s,
+            uint64_t* bytes, double* seconds, std::string* error);
 
  private:
+  bool Transfer(const std::string& command, uint64_t* bytes, double* seconds, std::string* error);
   bool Ask(const std::string& command, std::string* answer, std::string* error);
 
   pid_t pid_ = -1;

@@ -1,7 +1,7 @@
 // drpc-bench: BCL-4/IP Figure 9 for drpc. Measures, in the same run,
 //   Ping round trips (payload 0, 64, 256, 1 KiB, 4 KiB; median, mean and p99) over san:// and
 //   over plain TCP, in alternating blocks so drift on a busy machine hits both alike, and
-//   Push of one file (145 MB by default) over each, in MB/s,
+//   Push and Pull of one file (145 MB by default) over each, in MB/s (median of several runs),
 // and prints each pair with the ratio (TCP time / SAN time: above 1 means SAN is faster).
 // Both sides of each transport are the same programs (drpcd; this program's client process,
 // bench_client.h); the TCP pair runs with SAN_PROVIDER=off, so no SAN socket shares its epoll
@@ -21,11 +21,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include "bench_client.h"
+#include "transport/malloc_tuning.h"
 
 namespace po = boost::program_options;
 using namespace san::drpc;
@@ -56,6 +58,22 @@ std::string Ratio(double tcp, double san) {
   char b[32];
   snprintf(b, sizeof b, "%.2fx", san > 0 ? tcp / san : 0.0);
   return b;
+}
+
+// CPU time (user + system, every thread, living or ended) a process has used, in seconds: a
+// figure other load on the machine moves less than wall time (it still pays for cache misses
+// and slower wake-ups). Clock-tick resolution (10 ms), hence medians over several runs.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');  // the name may hold blanks and parentheses
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string skip;
+  for (int i = 3; i < 14; ++i) fields >> skip;  // state .. cmajflt (fields 3-13)
+  unsigned long long utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 class NodeProcess {
@@ -95,6 +113,7 @@ class NodeProcess {
     }
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -104,11 +123,13 @@ class NodeProcess {
 }  // namespace
 
 int main(int argc, char** argv) {
+  TuneMallocForBulkTransfers();  // the client processes are this program too
   std::string drpcd = DRPCD_BIN, csv, sizes_text = "0,64,256,1024,4096";
   std::string client_target, client_token;
   int iters = 2000, warmup = 500;
   double push_mb = 145;
   uint32_t push_timeout_s = 120;
+  int transfer_runs = 5;
   po::options_description desc(
       "usage: drpc-bench [options]\n"
       "drpc Ping latency and Push throughput over SAN sockets and kernel TCP, same run\noptions");
@@ -117,7 +138,8 @@ int main(int argc, char** argv) {
       "warmup", po::value(&warmup), "unmeasured round trips before each size (500)")(
       "sizes", po::value(&sizes_text), "payload sizes (0,64,256,1024,4096)")(
       "push-mb", po::value(&push_mb), "size of the pushed file in MB, 0 = no push (145)")(
-      "push-timeout", po::value(&push_timeout_s), "deadline of each push in seconds (120)")(
+      "push-timeout", po::value(&push_timeout_s), "deadline of each push and pull in seconds (120)")(
+      "transfer-runs", po::value(&transfer_runs), "pushes and pulls per transport (5)")(
       "csv", po::value(&csv), "also write the figures here");
   po::options_description internal("internal");
   internal.add_options()("client", po::value(&client_target), "run as the client process")(
@@ -142,8 +164,11 @@ int main(int argc, char** argv) {
   std::vector<int> sizes;
   std::stringstream ss(sizes_text);
   for (std::string item; std::getline(ss, item, ',');) sizes.push_back(std::stoi(item));
-  if (iters < 10 || warmup < 0 || push_mb < 0 || push_mb > 100000) {
-    fprintf(stderr, "drpc-bench: --iters >= 10, --warmup >= 0, --push-mb 0..100000\n");
+  if (iters < 10 || warmup < 0 || push_mb < 0 || push_mb > 100000 || transfer_runs < 1 ||
+      transfer_runs > 1000) {
+    fprintf(stderr,
+            "drpc-bench: --iters >= 10, --warmup >= 0, --push-mb 0..100000, --transfer-runs "
+            "1..1000\n");
     return 2;
   }
   char self[4096];
@@ -238,26 +263,72 @@ int main(int argc, char** argv) {
           done += n;
         }
       }
-      double mbps[2] = {0, 0};
-      for (int which = 0; which < 2; ++which) {
-        uint64_t sent = 0;
-        double seconds = 0;
-        // A push that fails (e.g. stalls past its deadline) is reported and the run goes on:
-        // the other transport's figure is still worth having.
-        if (!(which == 0 ? san : tcp)
-                 .Push(local, "pushed.bin", push_timeout_s, &sent, &seconds, &error)) {
-          fprintf(stderr, "drpc-bench: push over %s: %s\n", which == 0 ? "SAN" : "TCP",
-                  error.c_str());
-          rc = 1;
-          continue;
+      // Several transfers per direction and transport, alternating which transport goes first,
+      // so that other load on the machine hits both alike; the median is the figure.
+      struct Series {
+        std::vector<double> mbps[2];    // [0] SAN, [1] TCP
+        std::vector<double> cpu_ms[2];  // client + drpcd CPU per transfer
+      } push, pull;
+      NodeProcess* nodes[2] = {&san_node, &tcp_node};
+      auto cpu_of = [&](int which) {
+        return ProcessCpuSeconds(nodes[which]->pid()) +
+               ProcessCpuSeconds((which == 0 ? san : tcp).pid());
+      };
+      for (int run = 0; rc == 0 && run < transfer_runs; ++run) {
+        for (int k = 0; k < 2; ++k) {
+          const int which = (run + k) % 2;
+          BenchClient& client = which == 0 ? san : tcp;
+          const char* name = which == 0 ? "SAN" : "TCP";
+          uint64_t sent = 0;
+          double seconds = 0;
+          double cpu0 = cpu_of(which);
+          // A transfer that fails (e.g. stalls past its deadline) is reported and the run goes
+          // on: the other transport's figure is still worth having.
+          if (!client.Push(local, "pushed.bin", push_timeout_s, &sent, &seconds, &error)) {
+            fprintf(stderr, "drpc-bench: push over %s: %s\n", name, error.c_str());
+            rc = 1;
+            continue;
+          }
+          push.mbps[which].push_back(seconds > 0 ? static_cast<double>(sent) / 1e6 / seconds : 0);
+          push.cpu_ms[which].push_back((cpu_of(which) - cpu0) * 1000);
+          cpu0 = cpu_of(which);
+          const std::string pulled = dir + "/pulled-" + name + ".bin";
+          if (!client.Pull("pushed.bin", pulled, push_timeout_s, &sent, &seconds, &error)) {
+            fprintf(stderr, "drpc-bench: pull over %s: %s\n", name, error.c_str());
+            rc = 1;
+            continue;
+          }
+          std::filesystem::remove(pulled);
+          pull.mbps[which].push_back(seconds > 0 ? static_cast<double>(sent) / 1e6 / seconds : 0);
+          pull.cpu_ms[which].push_back((cpu_of(which) - cpu0) * 1000);
         }
-        mbps[which] = seconds > 0 ? static_cast<double>(sent) / 1e6 / seconds : 0;
       }
-      printf("\nPush of a %.0f MB file (header, 256 KiB chunks, checksum both ends), MB/s\n",
-             push_mb);
-      printf("%10s %10s %12s\n", "san", "tcp", "san/tcp");
-      printf("%10.1f %10.1f %12s\n", mbps[0], mbps[1], Ratio(mbps[0], mbps[1]).c_str());
-      if (csv_file) fprintf(csv_file, "push,%zu,,%.2f,,,%.2f,\n", bytes, mbps[0], mbps[1]);
+      printf(
+          "\nPush and Pull of a %.0f MB file (header, 256 KiB chunks, CRC-32C both ends), MB/s, "
+          "%d runs each;\ncpu: CPU time of the client and its drpcd per transfer, median (cpu x: "
+          "TCP/SAN)\n",
+          push_mb, transfer_runs);
+      printf("%6s %10s %10s %12s %21s %21s %12s %12s %8s\n", "", "san p50", "tcp p50",
+             "san/tcp p50", "san min..max", "tcp min..max", "san cpu ms", "tcp cpu ms", "cpu x");
+      for (int d = 0; d < 2; ++d) {
+        const Series& series = d == 0 ? push : pull;
+        const Stats s = Summarize(series.mbps[0]), t = Summarize(series.mbps[1]);
+        auto range = [](std::vector<double> v) {
+          char b[48];
+          if (v.empty()) return std::string("-");
+          std::sort(v.begin(), v.end());
+          snprintf(b, sizeof b, "%.0f..%.0f", v.front(), v.back());
+          return std::string(b);
+        };
+        const Stats sc = Summarize(series.cpu_ms[0]), tc = Summarize(series.cpu_ms[1]);
+        printf("%6s %10.1f %10.1f %12s %21s %21s %12.0f %12.0f %8s\n", d == 0 ? "push" : "pull",
+               s.p50, t.p50, Ratio(s.p50, t.p50).c_str(), range(series.mbps[0]).c_str(),
+               range(series.mbps[1]).c_str(), sc.p50, tc.p50, Ratio(tc.p50, sc.p50).c_str());
+        if (csv_file) {
+          fprintf(csv_file, "%s,%zu,,%.2f,,,%.2f,\n", d == 0 ? "push" : "pull", bytes, s.p50,
+                  t.p50);
+        }
+      }
     }
     if (csv_file) fclose(csv_file);
     printf(

@@ -19,11 +19,8 @@
 #include "transport/channel.h"
 
 namespace san::drpc {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::string Describe(const grpc::Status& s) {
+std::string DescribeStatus(const grpc::Status& s) {
   static const char* const kNames[] = {
       "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
       "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
@@ -37,6 +34,10 @@ std::string Describe(const grpc::Status& s) {
   }
   return out;
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 std::string Fixed(double v, int digits = 1) {
   char buf[48];
@@ -115,7 +116,7 @@ HostResult Ping(const CliOptions& o, const CallSettings& cs, Node::Stub* stub,
     const double elapsed =
         std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     if (!s.ok()) {
-      r.error = "ping: " + Describe(s);
+      r.error = "ping: " + DescribeStatus(s);
       return r;
     }
     if (reply.payload() != payload) {
@@ -184,7 +185,7 @@ HostResult Exec(const CliOptions& o, const CallSettings& cs, Node::Stub* stub, O
   err_lines.Flush();
   grpc::Status s = reader->Finish();
   if (!s.ok()) {
-    r.error = "exec: " + Describe(s);
+    r.error = "exec: " + DescribeStatus(s);
     return r;
   }
   if (!have_result) {
@@ -203,7 +204,7 @@ HostResult StatusCall(const CallSettings& cs, Node::Stub* stub, Output* out,
   StatusReply s;
   grpc::Status st = stub->Status(ctx.get(), StatusRequest(), &s);
   if (!st.ok()) {
-    r.error = "status: " + Describe(st);
+    r.error = "status: " + DescribeStatus(st);
     return r;
   }
   constexpr double kMiB = 1024.0 * 1024.0;
@@ -235,7 +236,7 @@ HostResult TaskCall(const CliOptions& o, const CallSettings& cs, Node::Stub* stu
     SubmitReply reply;
     grpc::Status s = stub->Submit(ctx.get(), req, &reply);
     if (!s.ok()) {
-      r.error = "submit: " + Describe(s);
+      r.error = "submit: " + DescribeStatus(s);
       return r;
     }
     out->Line(host, "task " + std::to_string(reply.task_id()));
@@ -251,7 +252,7 @@ HostResult TaskCall(const CliOptions& o, const CallSettings& cs, Node::Stub* stu
   auto ctx = MakeContext(cs, wait ? std::max(cs.timeout_ms, o.wait_ms + 5000) : cs.timeout_ms);
   grpc::Status s = wait ? stub->Wait(ctx.get(), ref, &state) : stub->Cancel(ctx.get(), ref, &state);
   if (!s.ok()) {
-    r.error = std::string(wait ? "wait: " : "cancel: ") + Describe(s);
+    r.error = std::string(wait ? "wait: " : "cancel: ") + DescribeStatus(s);
     return r;
   }
   if (wait && !state.output().empty()) {
@@ -292,59 +293,6 @@ std::unique_ptr<grpc::ClientContext> MakeContext(const CallSettings& settings, u
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   if (!settings.token.empty()) ctx->AddMetadata(kAuthMetadataKey, BearerHeader(settings.token));
   return ctx;
-}
-
-bool PushFile(Node::Stub* stub, const CallSettings& settings, const std::string& local,
-              const std::string& remote, uint32_t mode, bool overwrite, uint64_t* bytes,
-              std::string* error) {
-  UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st {};
-  if (!in.valid() || fstat(in.get(), &st) != 0) {
-    *error = "push: " + local + ": " + strerror(errno);
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    *error = "push: " + local + ": not a regular file";
-    return false;
-  }
-  auto ctx = MakeContext(settings, settings.timeout_ms);
-  PushSummary summary;
-  std::unique_ptr<grpc::ClientWriter<FileChunk>> writer = stub->Push(ctx.get(), &summary);
-  FileChunk chunk;
-  FileHeader* h = chunk.mutable_header();
-  h->set_path(remote);
-  h->set_mode(mode);
-  h->set_overwrite(overwrite);
-  h->set_size(static_cast<uint64_t>(st.st_size));
-  bool open = writer->Write(chunk);
-  Checksum sum;
-  uint64_t sent = 0;
-  std::string buffer;
-  while (open && sent < static_cast<uint64_t>(st.st_size)) {
-    buffer.resize(kFileChunkBytes);
-    const ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // shrank: the node sees fewer bytes than announced and refuses
-    buffer.resize(static_cast<size_t>(n));
-    sum.Update(buffer.data(), buffer.size());
-    sent += static_cast<uint64_t>(n);
-    chunk.Clear();
-    chunk.set_data(std::move(buffer));
-    buffer = std::string();
-    open = writer->Write(chunk);
-  }
-  writer->WritesDone();
-  grpc::Status s = writer->Finish();
-  if (!s.ok()) {
-    *error = "push: " + Describe(s);
-    return false;
-  }
-  if (summary.bytes() != sent || summary.checksum() != sum.value()) {
-    *error = "push: the node's byte count or checksum differs from what was sent";
-    return false;
-  }
-  *bytes = sent;
-  return true;
 }
 
 bool PullFile(Node::Stub* stub, const CallSettings& settings, const std::string& remote,
@@ -393,7 +341,7 @@ bool PullFile(Node::Stub* stub, const CallSettings& settings, const std::string&
   grpc::Status s = reader->Finish();
   bool ok = !write_failed;
   if (ok && !s.ok()) {
-    *error = "pull: " + Describe(s);
+    *error = "pull: " + DescribeStatus(s);
     ok = false;
   }
   if (ok && (!have_header || got != size)) {
@@ -452,7 +400,7 @@ HostResult RunCommandOnHost(const CliOptions& o, const CallSettings& cs, const T
       uint64_t bytes = 0;
       const bool push = o.command == Command::kPush;
       const std::string local = push ? o.local : PullDestination(o, host, cs.many_nodes);
-      const bool ok = push ? PushFile(stub.get(), cs, o.local, o.remote, o.mode, o.overwrite, &bytes, &r.error)
+      const bool ok = push ? PushFile(channel, cs, o.local, o.remote, o.mode, o.overwrite, &bytes, &r.error)
                            : PullFile(stub.get(), cs, o.remote, local, &bytes, &r.error);
       if (!ok) return r;
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -1,7 +1,8 @@
 // The drpc CLI's commands against one node: each makes a channel (transport/channel.h), calls,
 // prints (Output) and returns the node's HostResult. A node that cannot be reached, refuses, or
 // whose command fails (non-zero exit, signal, timeout) is a failed node, with the reason.
-// Also the few calls the benchmark and tests make directly (PingOnce, PushFile).
+// Also the few calls the benchmark and tests make directly (PingOnce, PushFile in
+// client/file_push.h).
 // Thread-safety: RunCommandOnHost may run concurrently for different nodes.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "client/fanout.h"
+#include "client/file_push.h"
 #include "client/output.h"
 #include "core/cli_options.h"
 #include "proto/drpc_proto.h"
@@ -30,11 +32,9 @@ HostResult RunCommandOnHost(const CliOptions& options, const CallSettings& setti
 // A ClientContext with the token and a deadline timeout_ms from now.
 std::unique_ptr<grpc::ClientContext> MakeContext(const CallSettings& settings, uint32_t timeout_ms);
 
-// Streams the local file to remote on stub's node and checks the summary (bytes, checksum).
-// On failure returns false and sets *error. *bytes gets the file's size.
-bool PushFile(Node::Stub* stub, const CallSettings& settings, const std::string& local,
-              const std::string& remote, uint32_t mode, bool overwrite, uint64_t* bytes,
-              std::string* error);
+// "CODE: message", e.g. "PERMISSION_DENIED: push: '..' in the path".
+std::string DescribeStatus(const grpc::Status& s);
+
 // Fetches remote into local (temporary name, renamed when size and checksum match).
 bool PullFile(Node::Stub* stub, const CallSettings& settings, const std::string& remote,
               const std::string& local, uint64_t* bytes, std::string* error);

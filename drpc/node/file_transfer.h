@@ -6,7 +6,7 @@
 // directory and renamed into place only when every byte the header announced arrived: a broken
 // Push leaves nothing behind and never a half-written file under the real name. Without
 // `overwrite` an existing file is kept (ALREADY_EXISTS). The target's directory must exist.
-// Pull sends the size in a header, then the bytes, and the FNV-1a checksum in trailing metadata
+// Pull sends the size in a header, then the bytes, and the CRC-32C checksum in trailing metadata
 // ("drpc-checksum", 16 hex digits).
 // Thread-safety: concurrent calls are independent (the Jail is read-only).
 #pragma once
