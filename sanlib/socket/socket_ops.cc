@@ -395,6 +395,10 @@ int Close(int fd) {
 
 void ShutdownAllForExit() {
   Runtime& rt = Runtime::Get();
+  // Other threads still run at exit (gRPC's close fds while the main thread exits): a Release on
+  // one of these sockets would delete it, or hand its stream to the close thread, under our feet.
+  // Held to the end: `shut` and `relaying` point into sockets the table still owns.
+  auto lifetime = rt.table().LockLifetime();
   std::vector<int> fds;
   rt.table().ForEach([&](SanSocket* s) {
     if (s->stream) fds.push_back(s->fd);
