@@ -50,12 +50,13 @@ int RunBatch(const BatchRequest& req, const ClientOptions& options) {
   const std::string pass = url->has_password ? url->password : "ftp_client@";
   st = client.Login(user, pass);
   if (!st.ok()) {
-    fprintf(stderr, "ftp_client: login as %s failed: %d %s\n", user.c_str(), client.last_reply().code,
-            client.last_reply().text.c_str());
+    fprintf(stderr, "ftp_client: login as %s failed: %d %s\n", user.c_str(),
+            client.last_reply().code, client.last_reply().text.c_str());
     return kExitLogin;
   }
   const char* type = req.ascii ? "TYPE A" : "TYPE I";
-  if (!client.SetBinary(!req.ascii).ok()) return TransferFailure(client, Status(EPROTO, type), type);
+  if (!client.SetBinary(!req.ascii).ok())
+    return TransferFailure(client, Status(EPROTO, type), type);
   Result<TransferStats> stats = Status(EINVAL, "no action");
   if (req.list) {
     std::string text;

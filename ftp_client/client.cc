@@ -62,7 +62,8 @@ Status FtpClient::Open(const std::string& host, uint16_t port) {
   }
   Status last(ECONNREFUSED, "connect");
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    Result<Socket> s = Socket::Connect(MakeHostPort(ai->ai_addr, ai->ai_addrlen), options_.timeout_ms);
+    Result<Socket> s =
+        Socket::Connect(MakeHostPort(ai->ai_addr, ai->ai_addrlen), options_.timeout_ms);
     if (s.ok()) {
       control_ = std::move(s.value());
       break;

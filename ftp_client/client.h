@@ -20,9 +20,9 @@
 namespace san::ftp {
 
 struct ClientOptions {
-  bool passive = true;        // PASV/EPSV (else PORT/EPRT)
-  bool san_upgrade = true;    // AUTH SAN when the server offers it
-  bool verbose = false;       // the dialogue on stderr
+  bool passive = true;      // PASV/EPSV (else PORT/EPRT)
+  bool san_upgrade = true;  // AUTH SAN when the server offers it
+  bool verbose = false;     // the dialogue on stderr
   int timeout_ms = 30000;
   // Called with the running byte count during transfers (hash marks, progress bar).
   std::function<void(uint64_t)> progress;

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -155,10 +155,12 @@ class Shell {
       return false;
     }
     if (c == "open") {
-      if (Need(n >= 2, "open host [port]")) Open(a[1], n >= 3 ? static_cast<uint16_t>(atoi(a[2].c_str())) : 21);
+      if (Need(n >= 2, "open host [port]"))
+        Open(a[1], n >= 3 ? static_cast<uint16_t>(atoi(a[2].c_str())) : 21);
     } else if (c == "help" || c == "?") {
-      printf("Commands: open user ls dir cd cdup pwd get recv put send mget mput delete mkdir rmdir\n"
-             "rename size binary ascii passive hash verbose status quote close bye\n");
+      printf(
+          "Commands: open user ls dir cd cdup pwd get recv put send mget mput delete mkdir rmdir\n"
+          "rename size binary ascii passive hash verbose status quote close bye\n");
     } else if (c == "passive") {
       client_.options().passive = !client_.options().passive;
       printf("Passive mode %s.\n", client_.options().passive ? "on" : "off");

@@ -22,17 +22,20 @@ int main(int argc, char** argv) {
       "       ftp_client [options] [host [port]]                         (interactive)\n"
       "exit codes: 0 ok, 1 usage, 2 connect, 3 login, 4 server refused, 5 transfer broke off,\n"
       "            6 local file error\noptions");
-  opts.add_options()
-      ("help,h", "show this help")
-      ("output,o", po::value(&req.output), "batch: write the download here ('-' = stdout)")
-      ("put", po::value(&req.put), "batch: upload this local file to the URL's path")
-      ("list", po::bool_switch(&req.list), "batch: print the LIST of the URL's path")
-      ("resume", po::bool_switch(&req.resume), "batch: continue a partial download or upload (REST)")
-      ("ascii", po::bool_switch(&req.ascii), "batch: TYPE A, text lines converted (LF locally, CRLF on the wire)")
-      ("active", po::bool_switch(&active), "active mode (EPRT/PORT) instead of passive")
-      ("no-upgrade", po::bool_switch(&no_upgrade), "do not upgrade the control connection (AUTH SAN)")
-      ("timeout", po::value(&options.timeout_ms)->default_value(options.timeout_ms), "milliseconds per network wait")
-      ("verbose,v", po::bool_switch(&options.verbose), "show the protocol dialogue and data paths");
+  opts.add_options()("help,h", "show this help")("output,o", po::value(&req.output),
+                                                 "batch: write the download here ('-' = stdout)")(
+      "put", po::value(&req.put), "batch: upload this local file to the URL's path")(
+      "list", po::bool_switch(&req.list), "batch: print the LIST of the URL's path")(
+      "resume", po::bool_switch(&req.resume),
+      "batch: continue a partial download or upload (REST)")(
+      "ascii", po::bool_switch(&req.ascii),
+      "batch: TYPE A, text lines converted (LF locally, CRLF on the wire)")(
+      "active", po::bool_switch(&active), "active mode (EPRT/PORT) instead of passive")(
+      "no-upgrade", po::bool_switch(&no_upgrade),
+      "do not upgrade the control connection (AUTH SAN)")(
+      "timeout", po::value(&options.timeout_ms)->default_value(options.timeout_ms),
+      "milliseconds per network wait")("verbose,v", po::bool_switch(&options.verbose),
+                                       "show the protocol dialogue and data paths");
   po::options_description hidden;
   hidden.add_options()("args", po::value(&positional));
   po::options_description all;

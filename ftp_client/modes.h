@@ -13,20 +13,20 @@ namespace san::ftp {
 enum ExitCode {
   kExitOk = 0,
   kExitUsage = 1,
-  kExitConnect = 2,    // cannot connect, or the server refused the session
+  kExitConnect = 2,  // cannot connect, or the server refused the session
   kExitLogin = 3,
-  kExitRemote = 4,     // the server refused the file operation (4xx/5xx)
-  kExitTransfer = 5,   // the transfer broke off
-  kExitLocal = 6,      // a local file could not be opened or written
+  kExitRemote = 4,    // the server refused the file operation (4xx/5xx)
+  kExitTransfer = 5,  // the transfer broke off
+  kExitLocal = 6,     // a local file could not be opened or written
 };
 
 struct BatchRequest {
   std::string url;
-  std::string output;  // -o: local file for a download ("-" = stdout)
-  std::string put;     // --put: local file to upload
-  bool list = false;   // --list: LIST to stdout
-  bool resume = false; // --resume: REST from the local (get) or remote (put) size
-  bool ascii = false;  // --ascii: TYPE A (CRLF on the wire, LF in the local file)
+  std::string output;   // -o: local file for a download ("-" = stdout)
+  std::string put;      // --put: local file to upload
+  bool list = false;    // --list: LIST to stdout
+  bool resume = false;  // --resume: REST from the local (get) or remote (put) size
+  bool ascii = false;   // --ascii: TYPE A (CRLF on the wire, LF in the local file)
 };
 
 int RunBatch(const BatchRequest& req, const ClientOptions& options);

@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   // Under inetd, stdout and stderr are often the control socket itself: a log line from any
   // library would corrupt the dialogue, so they go to /dev/null instead.
   // (Only when they are the connection itself: under systemd, stderr is journald's socket.)
-  struct stat conn {}, err {};
+  struct stat conn {
+  }, err{};
   if (fstat(STDIN_FILENO, &conn) == 0 && fstat(STDERR_FILENO, &err) == 0 && S_ISSOCK(err.st_mode) &&
       conn.st_dev == err.st_dev && conn.st_ino == err.st_ino) {
     const int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);

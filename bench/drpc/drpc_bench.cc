@@ -138,8 +138,9 @@ int main(int argc, char** argv) {
       "warmup", po::value(&warmup), "unmeasured round trips before each size (500)")(
       "sizes", po::value(&sizes_text), "payload sizes (0,64,256,1024,4096)")(
       "push-mb", po::value(&push_mb), "size of the pushed file in MB, 0 = no push (145)")(
-      "push-timeout", po::value(&push_timeout_s), "deadline of each push and pull in seconds (120)")(
-      "transfer-runs", po::value(&transfer_runs), "pushes and pulls per transport (5)")(
+      "push-timeout", po::value(&push_timeout_s),
+      "deadline of each push and pull in seconds (120)")("transfer-runs", po::value(&transfer_runs),
+                                                         "pushes and pulls per transport (5)")(
       "csv", po::value(&csv), "also write the figures here");
   po::options_description internal("internal");
   internal.add_options()("client", po::value(&client_target), "run as the client process")(

@@ -21,11 +21,23 @@
 namespace san::drpc {
 
 std::string DescribeStatus(const grpc::Status& s) {
-  static const char* const kNames[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   const int code = static_cast<int>(s.error_code());
   std::string out = code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
   if (!s.error_message().empty()) {
@@ -71,9 +83,8 @@ bool Judge(const ExecResult& r, std::string* why) {
 
 std::string ResultJson(const ExecResult& r) {
   return JsonUint("exit_code", static_cast<uint64_t>(r.exit_code())) +
-         JsonUint("signal", static_cast<uint64_t>(r.signal())) +
-         std::string(",\"timed_out\":") + (r.timed_out() ? "true" : "false") +
-         JsonUint("duration_us", r.duration_us());
+         JsonUint("signal", static_cast<uint64_t>(r.signal())) + std::string(",\"timed_out\":") +
+         (r.timed_out() ? "true" : "false") + JsonUint("duration_us", r.duration_us());
 }
 
 void FillExec(const CliOptions& o, ExecRequest* req) {
@@ -113,8 +124,7 @@ HostResult Ping(const CliOptions& o, const CallSettings& cs, Node::Stub* stub,
     PingReply reply;
     const Clock::time_point t0 = Clock::now();
     grpc::Status s = caller.Call(ctx.get(), req, &reply);
-    const double elapsed =
-        std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    const double elapsed = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     if (!s.ok()) {
       r.error = "ping: " + DescribeStatus(s);
       return r;
@@ -161,14 +171,16 @@ HostResult Exec(const CliOptions& o, const CallSettings& cs, Node::Stub* stub, O
     switch (chunk.kind_case()) {
       case ExecChunk::kStdoutData:
         if (out->json()) {
-          out_text.append(chunk.stdout_data().substr(0, kJsonKeep - std::min(kJsonKeep, out_text.size())));
+          out_text.append(
+              chunk.stdout_data().substr(0, kJsonKeep - std::min(kJsonKeep, out_text.size())));
         } else {
           out_lines.Write(chunk.stdout_data());
         }
         break;
       case ExecChunk::kStderrData:
         if (out->json()) {
-          err_text.append(chunk.stderr_data().substr(0, kJsonKeep - std::min(kJsonKeep, err_text.size())));
+          err_text.append(
+              chunk.stderr_data().substr(0, kJsonKeep - std::min(kJsonKeep, err_text.size())));
         } else {
           err_lines.Write(chunk.stderr_data());
         }
@@ -210,9 +222,9 @@ HostResult StatusCall(const CallSettings& cs, Node::Stub* stub, Output* out,
   constexpr double kMiB = 1024.0 * 1024.0;
   out->Line(host, s.hostname() + " up " + Fixed(s.uptime_s() / 3600.0) + " h, load " +
                       Fixed(s.load1(), 2) + " " + Fixed(s.load5(), 2) + " " + Fixed(s.load15(), 2) +
-                      ", mem " + Fixed(static_cast<double>(s.mem_available_bytes()) / kMiB, 0) + "/" +
-                      Fixed(static_cast<double>(s.mem_total_bytes()) / kMiB, 0) + " MiB free, " +
-                      std::to_string(s.cpus()) + " cpus, tasks " +
+                      ", mem " + Fixed(static_cast<double>(s.mem_available_bytes()) / kMiB, 0) +
+                      "/" + Fixed(static_cast<double>(s.mem_total_bytes()) / kMiB, 0) +
+                      " MiB free, " + std::to_string(s.cpus()) + " cpus, tasks " +
                       std::to_string(s.tasks_queued()) + " queued " +
                       std::to_string(s.tasks_running()) + " running, transport " + s.transport());
   r.ok = true;
@@ -260,9 +272,10 @@ HostResult TaskCall(const CliOptions& o, const CallSettings& cs, Node::Stub* stu
     lines.Write(state.output());
   }
   out->Line(host, "task " + std::to_string(state.task_id()) + " " + PhaseName(state.state()) +
-                      (state.has_result() ? " (exit " + std::to_string(state.result().exit_code()) +
-                                                ", signal " + std::to_string(state.result().signal()) + ")"
-                                          : std::string()));
+                      (state.has_result()
+                           ? " (exit " + std::to_string(state.result().exit_code()) + ", signal " +
+                                 std::to_string(state.result().signal()) + ")"
+                           : std::string()));
   r.json = JsonUint("task_id", state.task_id()) + JsonText("state", PhaseName(state.state())) +
            (state.has_result() ? ResultJson(state.result()) : std::string()) +
            JsonText("output", state.output());
@@ -282,13 +295,15 @@ HostResult TaskCall(const CliOptions& o, const CallSettings& cs, Node::Stub* stu
 std::string PullDestination(const CliOptions& o, const std::string& host, bool many) {
   if (!many) return o.local;
   std::string safe;
-  for (char c : host) safe.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_');
+  for (char c : host)
+    safe.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_');
   return o.local + "." + safe;
 }
 
 }  // namespace
 
-std::unique_ptr<grpc::ClientContext> MakeContext(const CallSettings& settings, uint32_t timeout_ms) {
+std::unique_ptr<grpc::ClientContext> MakeContext(const CallSettings& settings,
+                                                 uint32_t timeout_ms) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   if (!settings.token.empty()) ctx->AddMetadata(kAuthMetadataKey, BearerHeader(settings.token));
@@ -380,7 +395,8 @@ HostResult RunCommandOnHost(const CliOptions& o, const CallSettings& cs, const T
   HostResult r;
   std::string error;
   ChannelInfo info;
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(target, cs.connect_timeout_ms, &error, &info);
+  std::shared_ptr<grpc::Channel> channel =
+      MakeChannel(target, cs.connect_timeout_ms, &error, &info);
   if (!channel) {
     r.error = error;
     return r;
@@ -400,8 +416,9 @@ HostResult RunCommandOnHost(const CliOptions& o, const CallSettings& cs, const T
       uint64_t bytes = 0;
       const bool push = o.command == Command::kPush;
       const std::string local = push ? o.local : PullDestination(o, host, cs.many_nodes);
-      const bool ok = push ? PushFile(channel, cs, o.local, o.remote, o.mode, o.overwrite, &bytes, &r.error)
-                           : PullFile(stub.get(), cs, o.remote, local, &bytes, &r.error);
+      const bool ok =
+          push ? PushFile(channel, cs, o.local, o.remote, o.mode, o.overwrite, &bytes, &r.error)
+               : PullFile(stub.get(), cs, o.remote, local, &bytes, &r.error);
       if (!ok) return r;
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       const double mbps = s > 0 ? static_cast<double>(bytes) / 1e6 / s : 0;
@@ -409,9 +426,8 @@ HostResult RunCommandOnHost(const CliOptions& o, const CallSettings& cs, const T
                           " bytes " + (push ? "to " + o.remote : "into " + local) + " (" +
                           Fixed(mbps) + " MB/s, " + info.mode + ")");
       r.ok = true;
-      r.json = JsonUint("bytes", bytes) + JsonNumber("mb_per_s", mbps) +
-               JsonText("local", local) + JsonText("remote", o.remote) +
-               JsonText("transport", info.mode);
+      r.json = JsonUint("bytes", bytes) + JsonNumber("mb_per_s", mbps) + JsonText("local", local) +
+               JsonText("remote", o.remote) + JsonText("transport", info.mode);
       return r;
     }
     case Command::kSubmit:

@@ -103,15 +103,16 @@ bool ParseSummary(const grpc::ByteBuffer& reply, PushSummary* summary) {
   std::vector<grpc::Slice> slices;
   if (!reply.Dump(&slices).ok()) return false;
   std::string bytes;
-  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   return summary->ParseFromString(bytes);
 }
 
 }  // namespace
 
 bool PushFile(const std::shared_ptr<grpc::Channel>& channel, const CallSettings& settings,
-              const std::string& local, const std::string& remote, uint32_t mode,
-              bool overwrite, uint64_t* bytes, std::string* error) {
+              const std::string& local, const std::string& remote, uint32_t mode, bool overwrite,
+              uint64_t* bytes, std::string* error) {
   UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (!in.valid() || fstat(in.get(), &st) != 0) {
@@ -145,7 +146,9 @@ bool PushFile(const std::shared_ptr<grpc::Channel>& channel, const CallSettings&
   uint64_t sent = 0;
   int read_error = 0;
   // The next chunk is read and checksummed while gRPC sends the one before.
-  auto next_size = [&] { return static_cast<size_t>(std::min<uint64_t>(kFileChunkBytes, size - sent)); };
+  auto next_size = [&] {
+    return static_cast<size_t>(std::min<uint64_t>(kFileChunkBytes, size - sent));
+  };
   Chunk next = open ? ReadChunk(in.get(), next_size(), &sum) : Chunk{};
   while (open && next.len > 0) {
     sent += next.len;
@@ -179,7 +182,8 @@ bool PushFile(const std::shared_ptr<grpc::Channel>& channel, const CallSettings&
     return false;
   }
   if (!finished || !status.ok()) {
-    *error = "push: " + (finished ? DescribeStatus(status) : std::string("the call did not finish"));
+    *error =
+        "push: " + (finished ? DescribeStatus(status) : std::string("the call did not finish"));
     return false;
   }
   PushSummary summary;

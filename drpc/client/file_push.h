@@ -29,7 +29,7 @@ inline constexpr char kPushMethod[] = "/drpc.Node/Push";
 // Streams the local file to remote on the channel's node and checks the summary (bytes,
 // checksum). On failure returns false and sets *error. *bytes gets the file's size.
 bool PushFile(const std::shared_ptr<grpc::Channel>& channel, const CallSettings& settings,
-              const std::string& local, const std::string& remote, uint32_t mode,
-              bool overwrite, uint64_t* bytes, std::string* error);
+              const std::string& local, const std::string& remote, uint32_t mode, bool overwrite,
+              uint64_t* bytes, std::string* error);
 
 }  // namespace san::drpc

@@ -14,8 +14,8 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
 
-#include "proto/drpc_proto.h"
 #include "fs/jail.h"
+#include "proto/drpc_proto.h"
 
 namespace san::drpc {
 

@@ -356,7 +356,7 @@ Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint6
     if (!got.ok()) {
       if (!got.status().would_block()) {
         end = strcmp(got.status().call(), kLocalFileCall) == 0 ? TransferEnd::kFileError
-                                                                : TransferEnd::kDataError;
+                                                               : TransferEnd::kDataError;
         break;
       }
       end = WaitForData(data, POLLIN, timeout_ms);

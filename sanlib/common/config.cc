@@ -32,9 +32,13 @@ bool ParseBool(const char* text, bool* out) {
 }
 
 bool ParseProvider(const char* text, ProviderChoice* out) {
-  static const struct { const char* name; ProviderChoice value; } kNames[] = {
-      {"auto", ProviderChoice::kAuto}, {"shm", ProviderChoice::kShm},
-      {"verbs", ProviderChoice::kVerbs}, {"off", ProviderChoice::kOff}};
+  static const struct {
+    const char* name;
+    ProviderChoice value;
+  } kNames[] = {{"auto", ProviderChoice::kAuto},
+                {"shm", ProviderChoice::kShm},
+                {"verbs", ProviderChoice::kVerbs},
+                {"off", ProviderChoice::kOff}};
   for (const auto& n : kNames) {
     if (!strcmp(text, n.name)) {
       *out = n.value;
@@ -59,27 +63,37 @@ bool ParseLogLevel(const char* text, LogLevel* out) {
 
 const std::vector<SettingInfo>& Settings() {
   static const std::vector<SettingInfo> kSettings = {
-      {"SAN_PROVIDER", "auto", "auto|shm|verbs|off: which fabric carries SAN sockets (off = kernel TCP)"},
+      {"SAN_PROVIDER", "auto",
+       "auto|shm|verbs|off: which fabric carries SAN sockets (off = kernel TCP)"},
       {"SAN_WINDOW", "32", "w, DATA packets in flight per direction (2..255)"},
       {"SAN_ACK_THRESHOLD", "16", "t, delayed ACKs before an explicit ACK (1..w-1)"},
-      {"SAN_COMBINE", "on", "combine small sends into one packet (TCP_NODELAY turns it off per socket)"},
-      {"SAN_COMBINE_US", "200", "flush a partly filled combine buffer after this many microseconds"},
+      {"SAN_COMBINE", "on",
+       "combine small sends into one packet (TCP_NODELAY turns it off per socket)"},
+      {"SAN_COMBINE_US", "200",
+       "flush a partly filled combine buffer after this many microseconds"},
       {"SAN_COPY_THRESHOLD", "2048", "sends up to this many bytes are staged and combined"},
       {"SAN_MTU", "32768", "largest DATA payload in bytes (4096..1048576, capped by the provider)"},
       {"SAN_SPIN_US", "50", "spin this long before sleeping on the doorbell (0 = sleep at once)"},
       {"SAN_SPIN_ADAPT", "on",
        "spin less while this thread's CPU is contended (involuntary switches); off: always "
        "SAN_SPIN_US"},
-      {"SAN_SINGLE_COPY", "off", "on: a sender writes large messages straight into a waiting receiver's buffer (process_vm_writev; falls back by itself where the kernel refuses). Off by default: slower than two copies where measured"},
-      {"SAN_SINGLE_COPY_MIN", "65536", "smallest recv/send (bytes) that uses single copy (4096..1073741824)"},
+      {"SAN_SINGLE_COPY", "off",
+       "on: a sender writes large messages straight into a waiting receiver's buffer "
+       "(process_vm_writev; falls back by itself where the kernel refuses). Off by default: slower "
+       "than two copies where measured"},
+      {"SAN_SINGLE_COPY_MIN", "65536",
+       "smallest recv/send (bytes) that uses single copy (4096..1073741824)"},
       {"SAN_ZERO_COPY_MIN", "262144",
        "verbs: sends of at least this many bytes go from the application's memory, registered "
        "for the call, without a staging copy (0 or off = never)"},
       {"SAN_LINGER_MS", "2000", "close thread waits this long for FIN/FINACK before aborting"},
       {"SAN_LOG", "warn", "error|warn|info|debug"},
-      {"SAN_RULES", "", "preload: 'allow|deny [prog=GLOB] [port=N[-M]] [addr=IP[/LEN]]; ...', first match wins"},
-      {"SAN_REPORT", "", "append one line to this file at exit: program, SAN/TCP connections, SAN bytes"},
-      {"SAN_RULES_FILE", "", "preload: a file of such rules, one per line ('#' comments), after SAN_RULES"},
+      {"SAN_RULES", "",
+       "preload: 'allow|deny [prog=GLOB] [port=N[-M]] [addr=IP[/LEN]]; ...', first match wins"},
+      {"SAN_REPORT", "",
+       "append one line to this file at exit: program, SAN/TCP connections, SAN bytes"},
+      {"SAN_RULES_FILE", "",
+       "preload: a file of such rules, one per line ('#' comments), after SAN_RULES"},
   };
   return kSettings;
 }
@@ -87,7 +101,8 @@ const std::vector<SettingInfo>& Settings() {
 Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::string>* errors) {
   Config c;
   auto bad = [&](const char* var, const char* value) {
-    if (errors) errors->push_back(std::string(var) + "=" + value + " is not valid; using the default");
+    if (errors)
+      errors->push_back(std::string(var) + "=" + value + " is not valid; using the default");
   };
   auto num = [&](const char* var, uint32_t min, uint32_t max, uint32_t* field) {
     if (const char* v = getenv_fn(var)) {

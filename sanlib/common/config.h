@@ -1,9 +1,10 @@
 // Config: every SAN_* setting, parsed from the environment in exactly one place.
 //
 // Config::Get() parses once (first call, thread-safe via a function-local static) and then returns
-// the same immutable object; tests build their own Config values instead of touching the environment.
-// Each setting is listed in kSettings with its variable, default and meaning, which is what
-// `sanrun --help` and docs print. A malformed value is reported once on stderr and the default kept.
+// the same immutable object; tests build their own Config values instead of touching the
+// environment. Each setting is listed in kSettings with its variable, default and meaning, which is
+// what `sanrun --help` and docs print. A malformed value is reported once on stderr and the default
+// kept.
 #pragma once
 
 #include <cstdint>
@@ -17,15 +18,16 @@ enum class LogLevel { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
 struct Config {
   ProviderChoice provider = ProviderChoice::kAuto;
-  uint32_t window = 32;              // w: DATA packets in flight per direction
-  uint32_t ack_threshold = 16;       // t: delayed ACKs before an explicit ACK (t < w)
-  bool combine = true;               // small-message combining (TCP_NODELAY turns it off per socket)
-  uint32_t combine_timer_us = 200;   // flush a partly filled combine buffer after this long
-  uint32_t copy_threshold = 2048;    // sends up to this size are staged/combined; above, sent directly
-  uint32_t mtu = 32768;              // max DATA payload; capped by the provider's
-  uint32_t spin_us = 50;             // spin this long before blocking on the doorbell (0 = block at once)
-  bool spin_adapt = true;            // SAN_SPIN_ADAPT: spin less while the CPU is contended
-                                     // (common/spin_governor.h); off: always spin_us
+  uint32_t window = 32;             // w: DATA packets in flight per direction
+  uint32_t ack_threshold = 16;      // t: delayed ACKs before an explicit ACK (t < w)
+  bool combine = true;              // small-message combining (TCP_NODELAY turns it off per socket)
+  uint32_t combine_timer_us = 200;  // flush a partly filled combine buffer after this long
+  uint32_t copy_threshold =
+      2048;                // sends up to this size are staged/combined; above, sent directly
+  uint32_t mtu = 32768;    // max DATA payload; capped by the provider's
+  uint32_t spin_us = 50;   // spin this long before blocking on the doorbell (0 = block at once)
+  bool spin_adapt = true;  // SAN_SPIN_ADAPT: spin less while the CPU is contended
+                           // (common/spin_governor.h); off: always spin_us
   // Single copy (docs/protocol.md "Single copy"): a receiver blocked in recv() with nothing queued
   // and a buffer of at least single_copy_min bytes lets the sender write straight into it
   // (process_vm_writev on shm) instead of through the receive buffers: one copy instead of two.
@@ -37,7 +39,7 @@ struct Config {
   // has at least this many bytes is posted from the application's memory, registered for the
   // call, instead of through a staging slot (0 = never; providers with kCapRegisteredSend only).
   uint32_t zero_copy_min = 256u << 10;
-  uint32_t linger_ms = 2000;         // how long the close thread waits for FIN/FINACK before aborting
+  uint32_t linger_ms = 2000;  // how long the close thread waits for FIN/FINACK before aborting
   LogLevel log_level = LogLevel::kWarn;
   // Compatibility layer: which sockets a preloaded program makes SAN-capable (compat/rules.h).
   std::string rules;       // SAN_RULES: rules separated by ';'

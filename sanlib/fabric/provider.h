@@ -2,9 +2,10 @@
 // (shm, loopback, later verbs) implements and the protocol layer drives.
 //
 // Model (VIA / ibverbs RC):
-//   Provider   -- opened once per process; says what it can reach and what it can do (capabilities).
-//   Listener   -- the rendezvous for one listening address; a request becomes a server Endpoint.
-//   Endpoint   -- one reliable connection (a VI / RC QP): a send queue, a receive queue and one
+//   Provider   -- opened once per process; says what it can reach and what it can do
+//   (capabilities). Listener   -- the rendezvous for one listening address; a request becomes a
+//   server Endpoint. Endpoint   -- one reliable connection (a VI / RC QP): a send queue, a receive
+//   queue and one
 //                 completion queue, plus a waitable doorbell for sleeping on receive completions.
 //
 // The pre-posting constraint holds for every backend: each send consumes exactly one receive the
@@ -18,10 +19,10 @@
 //
 // Thread-safety: an Endpoint may be used by one sending thread and one receiving/polling thread at
 // a time (the socket layer serialises the rest). Post*/Poll never block and never allocate on the
-// heap. A peer is never trusted: indices and lengths it controls are checked against our own copy of
-// the limits and a violation breaks only this connection.
-// Ownership: buffers from AllocateBuffer live as long as the Endpoint and are in shared memory, so a
-// fork() child sees the same pages as its parent.
+// heap. A peer is never trusted: indices and lengths it controls are checked against our own copy
+// of the limits and a violation breaks only this connection. Ownership: buffers from AllocateBuffer
+// live as long as the Endpoint and are in shared memory, so a fork() child sees the same pages as
+// its parent.
 #pragma once
 
 #include <sys/socket.h>
@@ -66,8 +67,8 @@ struct Segment {
 constexpr int kMaxSendSegments = 4;
 
 struct SendWork {
-  uint64_t id = 0;         // returned in the send's completion
-  uint32_t imm = 0;        // 32-bit immediate delivered with the message (packet type etc.)
+  uint64_t id = 0;   // returned in the send's completion
+  uint32_t imm = 0;  // 32-bit immediate delivered with the message (packet type etc.)
   uint8_t num_segments = 0;
   Segment segments[kMaxSendSegments];
 };
@@ -126,9 +127,9 @@ struct EndpointImage {
 };
 
 struct EndpointAttr {
-  uint32_t send_depth = 64;         // send work requests outstanding at once
-  uint32_t recv_depth = 35;         // receives posted at once (the protocol's P)
-  size_t buffer_bytes = 4u << 20;   // total AllocateBuffer space this endpoint may hand out
+  uint32_t send_depth = 64;        // send work requests outstanding at once
+  uint32_t recv_depth = 35;        // receives posted at once (the protocol's P)
+  size_t buffer_bytes = 4u << 20;  // total AllocateBuffer space this endpoint may hand out
 };
 
 class Endpoint {

@@ -19,7 +19,6 @@
 
 namespace san {
 
-
 Runtime& Runtime::Get() {
   static Runtime* runtime = [] {
     auto* rt = new Runtime();
@@ -29,8 +28,7 @@ Runtime& Runtime::Get() {
   return *runtime;
 }
 
-Runtime::Runtime()
-    : config_(Config::Get()), connections_(table_) {
+Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
   pid_.store(getpid());
   if (config_.provider == ProviderChoice::kShm || config_.provider == ProviderChoice::kAuto) {
     shm_ = fabric::GetProvider("shm");
@@ -160,8 +158,8 @@ bool Runtime::SanEnabled(std::string* why_not) {
   if (shm_) return true;
   std::string why_verbs;
   if (Verbs(&why_verbs)) return true;
-  *why_not = config_.provider == ProviderChoice::kVerbs ? ForcedVerbsBut(why_verbs)
-                                                        : shm_unavailable_;
+  *why_not =
+      config_.provider == ProviderChoice::kVerbs ? ForcedVerbsBut(why_verbs) : shm_unavailable_;
   return false;
 }
 
@@ -246,7 +244,8 @@ proto::StreamParams Runtime::StreamParamsFor(const fabric::Provider& provider) c
   p.combine.copy_threshold = config_.copy_threshold;
   p.combine.mtu = p.mtu;
   p.combine_timer_us = config_.combine_timer_us;
-  p.zero_copy_min = (provider.capabilities() & fabric::kCapRegisteredSend) ? config_.zero_copy_min : 0;
+  p.zero_copy_min =
+      (provider.capabilities() & fabric::kCapRegisteredSend) ? config_.zero_copy_min : 0;
   return p;
 }
 

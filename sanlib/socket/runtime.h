@@ -88,7 +88,7 @@ class Runtime {
   void WriteReport();
 
   const Config& config_;
-  SocketTable table_;           // before connections_, which refers to it
+  SocketTable table_;  // before connections_, which refers to it
   ConnectionThread connections_;
   CloseThread closer_;
   Usage usage_;

@@ -31,11 +31,18 @@ TEST(ConfigTest, DefaultsMatchSovia) {
 
 TEST(ConfigTest, ParsesEverySetting) {
   std::vector<std::string> errors;
-  Config c = ParseWith({{"SAN_PROVIDER", "off"}, {"SAN_WINDOW", "64"}, {"SAN_ACK_THRESHOLD", "8"},
-                        {"SAN_COMBINE", "off"}, {"SAN_COMBINE_US", "10"}, {"SAN_COPY_THRESHOLD", "4096"},
-                        {"SAN_MTU", "65536"}, {"SAN_SPIN_US", "0"}, {"SAN_SPIN_ADAPT", "off"},
+  Config c = ParseWith({{"SAN_PROVIDER", "off"},
+                        {"SAN_WINDOW", "64"},
+                        {"SAN_ACK_THRESHOLD", "8"},
+                        {"SAN_COMBINE", "off"},
+                        {"SAN_COMBINE_US", "10"},
+                        {"SAN_COPY_THRESHOLD", "4096"},
+                        {"SAN_MTU", "65536"},
+                        {"SAN_SPIN_US", "0"},
+                        {"SAN_SPIN_ADAPT", "off"},
                         {"SAN_LINGER_MS", "5"},
-                        {"SAN_LOG", "debug"}, {"SAN_SINGLE_COPY", "off"},
+                        {"SAN_LOG", "debug"},
+                        {"SAN_SINGLE_COPY", "off"},
                         {"SAN_SINGLE_COPY_MIN", "131072"}},
                        &errors);
   EXPECT_TRUE(errors.empty());
@@ -69,8 +76,10 @@ TEST(ConfigTest, SingleCopyDefaultsAndBounds) {
 
 TEST(ConfigTest, BadValuesKeepDefaultsAndSaySo) {
   std::vector<std::string> errors;
-  Config c = ParseWith({{"SAN_PROVIDER", "carrier-pigeon"}, {"SAN_WINDOW", "12x"},
-                        {"SAN_MTU", "1"}, {"SAN_LOG", "loud"}},
+  Config c = ParseWith({{"SAN_PROVIDER", "carrier-pigeon"},
+                        {"SAN_WINDOW", "12x"},
+                        {"SAN_MTU", "1"},
+                        {"SAN_LOG", "loud"}},
                        &errors);
   EXPECT_EQ(errors.size(), 4u);
   EXPECT_EQ(c.provider, ProviderChoice::kAuto);

@@ -56,7 +56,8 @@ TEST(DrpcHosts, ListAndFile) {
   EXPECT_FALSE(ParseHostList("a:5,a:5").ok());
   EXPECT_TRUE(ParseHostList("a:5,san://a:5").ok());  // two transports to one node: allowed
   int line = 0;
-  Result<std::vector<Target>> f = ParseHostFile("# nodes\n n1 n2:8\r\n\n\tsan://n3 # fast\n", &line);
+  Result<std::vector<Target>> f =
+      ParseHostFile("# nodes\n n1 n2:8\r\n\n\tsan://n3 # fast\n", &line);
   ASSERT_TRUE(f.ok());
   ASSERT_EQ(f->size(), 3u);
   EXPECT_EQ((*f)[2].spec, "san://n3");
@@ -69,12 +70,13 @@ TEST(DrpcPolicy, EmptyAllowsNothingPatternsMatchArgv0) {
   CommandPolicy none;
   EXPECT_FALSE(none.Allows("/bin/true"));
   int line = 0;
-  Result<CommandPolicy> p = CommandPolicy::Parse("# ops\n/usr/bin/uptime\n  hostname  \n/opt/jobs/*\n", &line);
+  Result<CommandPolicy> p =
+      CommandPolicy::Parse("# ops\n/usr/bin/uptime\n  hostname  \n/opt/jobs/*\n", &line);
   ASSERT_TRUE(p.ok());
   EXPECT_TRUE(p->Allows("/usr/bin/uptime"));
   EXPECT_TRUE(p->Allows("hostname"));
   EXPECT_TRUE(p->Allows("/opt/jobs/a/b"));  // no FNM_PATHNAME: '*' crosses '/'
-  EXPECT_FALSE(p->Allows("uptime"));          // matched as sent, not by basename
+  EXPECT_FALSE(p->Allows("uptime"));        // matched as sent, not by basename
   EXPECT_FALSE(p->Allows("/bin/sh"));
   EXPECT_FALSE(p->Allows(""));
   EXPECT_FALSE(p->Allows(std::string_view("hostname\0x", 10)));
@@ -117,7 +119,8 @@ TEST(DrpcToken, ParseCompareAndFileMode) {
 CliParse Cli(std::vector<std::string> args) { return ParseCli(args); }
 
 TEST(DrpcCli, GlobalOptionsAndCommands) {
-  CliParse p = Cli({"--hosts", "a,b", "--json", "--timeout=2.5", "ping", "--size", "64", "--count", "3"});
+  CliParse p =
+      Cli({"--hosts", "a,b", "--json", "--timeout=2.5", "ping", "--size", "64", "--count", "3"});
   ASSERT_EQ(p.error, "");
   EXPECT_EQ(p.options.command, Command::kPing);
   EXPECT_EQ(p.options.hosts, "a,b");
@@ -209,8 +212,8 @@ TEST(DrpcChecksum, HardwareAndSoftwareAgree) {
   std::mt19937_64 rng(7);
   std::vector<unsigned char> buf(3 * 3 * 4096 + 64);
   for (unsigned char& c : buf) c = static_cast<unsigned char>(rng());
-  const size_t lens[] = {0, 1, 7, 8, 9, 4095, 3 * 4096 - 1, 3 * 4096, 3 * 4096 + 13, 6 * 4096 + 7,
-                         9 * 4096};
+  const size_t lens[] = {
+      0, 1, 7, 8, 9, 4095, 3 * 4096 - 1, 3 * 4096, 3 * 4096 + 13, 6 * 4096 + 7, 9 * 4096};
   for (size_t len : lens) {
     for (size_t offset = 0; offset < 9; ++offset) {
       const uint32_t start = static_cast<uint32_t>(rng());

@@ -258,8 +258,8 @@ TEST_F(DrpcE2e, PushChunkBoundariesBothTransports) {
                             dir_.Join("f1s"), san ? "f1s" : "f1t"});
     EXPECT_EQ(again.exit_code, 1);
     EXPECT_NE(again.err.find("ALREADY_EXISTS"), std::string::npos) << again.err;
-    RunResult not_file = Drpc({"--hosts", target, "--token-file", token_file_, "push",
-                               dir_.path(), "dir"});
+    RunResult not_file =
+        Drpc({"--hosts", target, "--token-file", token_file_, "push", dir_.path(), "dir"});
     EXPECT_EQ(not_file.exit_code, 1);
     EXPECT_NE(not_file.err.find("not a regular file"), std::string::npos) << not_file.err;
   }

@@ -32,8 +32,8 @@ class ProviderConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetProvider(GetParam()) == nullptr) {
-      GTEST_SKIP() << "provider '" << GetParam() << "' unavailable here: "
-                   << WhyUnavailable(GetParam());
+      GTEST_SKIP() << "provider '" << GetParam()
+                   << "' unavailable here: " << WhyUnavailable(GetParam());
     }
   }
   Provider* provider() {
@@ -656,8 +656,7 @@ INSTANTIATE_TEST_SUITE_P(fabric, RegisteredSend, ::testing::Values("shm", "loopb
                          [](const auto& info) { return info.param; });
 
 // The "fabric" prefix makes `ctest -R fabric` select these (ctest regexes are case-sensitive).
-INSTANTIATE_TEST_SUITE_P(fabric, ProviderConformance,
-                         ::testing::Values("shm", "loopback", "verbs"),
+INSTANTIATE_TEST_SUITE_P(fabric, ProviderConformance, ::testing::Values("shm", "loopback", "verbs"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -19,8 +19,8 @@
 #include "fabric/shm/shm_endpoint.h"
 #include "fabric/shm/shm_layout.h"
 #include "fabric/shm/shm_provider.h"
-#include "seccomp_util.h"
 #include "fabric_test_util.h"
+#include "seccomp_util.h"
 
 namespace san::fabric {
 namespace {
@@ -525,7 +525,6 @@ TEST(fabric_shm, ForkChildAndParentShareTheConnection) {
   EXPECT_EQ(client->Poll(c, 4), 1);  // only the parent's send is left to reap
   EXPECT_FALSE(pair.server->broken());
 }
-
 
 // ---- single copy (shm_window.cc) ---------------------------------------------------------------
 // Both endpoints live in this process, so the "peer process" is this one: the window protocol

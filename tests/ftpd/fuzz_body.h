@@ -104,7 +104,8 @@ inline void OneInput(const uint8_t* data, size_t size) {
   size_t crlf = 0;  // every CR right before an LF is dropped, every other byte kept
   for (size_t i = 0; i + 1 < in.size(); ++i) crlf += in[i] == '\r' && in[i + 1] == '\n';
   Require(decoded.size() == in.size() - crlf);
-  if (decoded.find("\r\n") != std::string::npos) Require(in.find("\r\r\n") != std::string_view::npos);
+  if (decoded.find("\r\n") != std::string::npos)
+    Require(in.find("\r\r\n") != std::string_view::npos);
 }
 
 }  // namespace san::ftp::fuzz

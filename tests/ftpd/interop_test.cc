@@ -215,15 +215,15 @@ TEST(FtpInterop, FtpClientAgainstFtpdIsAcceleratedBothWays) {
   // Resumed transfers over shm: the client's san_recvfile appends at the local file's end after
   // REST, the server's at the REST offset of its file.
   WriteFile(local / "part.bin", ReadFile(local / "src.bin").substr(0, 1234567));
-  RunResult rget = RunProgram(
-      {FTP_CLIENT_BIN, "-v", "--resume", s.url("up.bin"), "-o", local / "part.bin"});
+  RunResult rget =
+      RunProgram({FTP_CLIENT_BIN, "-v", "--resume", s.url("up.bin"), "-o", local / "part.bin"});
   ASSERT_EQ(rget.exit_code, 0) << rget.err;
   EXPECT_NE(rget.err.find("REST 1234567"), std::string::npos) << rget.err;
   EXPECT_NE(rget.err.find("data path shm."), std::string::npos) << rget.err;
   EXPECT_EQ(Checksum(local / "part.bin"), sum);
   WriteFile(s.root() + "/rput.bin", ReadFile(local / "src.bin").substr(0, 2000000));
-  RunResult rput = RunProgram(
-      {FTP_CLIENT_BIN, "-v", "--resume", "--put", local / "src.bin", s.url("rput.bin")});
+  RunResult rput =
+      RunProgram({FTP_CLIENT_BIN, "-v", "--resume", "--put", local / "src.bin", s.url("rput.bin")});
   ASSERT_EQ(rput.exit_code, 0) << rput.err;
   EXPECT_NE(rput.err.find("REST 2000000"), std::string::npos) << rput.err;
   EXPECT_NE(rput.err.find("data path shm."), std::string::npos) << rput.err;
@@ -327,7 +327,9 @@ std::string Difference(const std::string& got, const std::string& want) {
          ::testing::PrintToString(want.substr(i, 8));
 }
 
-size_t CountLf(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t CountLf(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 
 // TYPE A between our client and our server: LF -> CRLF on the wire both ways and back (the client
 // reports bytes on the wire: the file's plus one CR per LF), so text goes through unchanged; binary
@@ -399,12 +401,13 @@ TEST(FtpInterop, LocalFileErrorsDuringTransfers) {
   EXPECT_EQ(full.exit_code, 6) << full.err;
   EXPECT_NE(full.err.find("local file"), std::string::npos) << full.err;
   if (HaveProgram("prlimit")) {
-    RunResult fsize = RunProgram({"prlimit", "--fsize=100000", FTP_CLIENT_BIN, limited.url("big.bin"),
-                                  "-o", local / "part.bin"});
+    RunResult fsize = RunProgram({"prlimit", "--fsize=100000", FTP_CLIENT_BIN,
+                                  limited.url("big.bin"), "-o", local / "part.bin"});
     EXPECT_EQ(fsize.exit_code, 6) << fsize.err;
     EXPECT_EQ(ReadFile(local / "part.bin"), big.substr(0, 100000));  // what fit is kept, in order
   }
-  RunResult put = RunProgram({FTP_CLIENT_BIN, "-v", "--put", local / "big.bin", limited.url("up.bin")});
+  RunResult put =
+      RunProgram({FTP_CLIENT_BIN, "-v", "--put", local / "big.bin", limited.url("up.bin")});
   EXPECT_EQ(put.exit_code, 4) << put.err;
   EXPECT_NE(put.err.find("451 "), std::string::npos) << put.err;
   EXPECT_FALSE(Exists(limited.root() + "/up.bin"));
@@ -552,8 +555,9 @@ TEST(FtpInterop, ClientTimesOutOnAStalledShmDownload) {
   });
   TempDir local;
   const auto start = std::chrono::steady_clock::now();
-  RunResult r = RunProgram({FTP_CLIENT_BIN, "--timeout=1000",
-                            "ftp://u:p@127.0.0.1:" + std::to_string(port) + "/x", "-o", local / "x"});
+  RunResult r =
+      RunProgram({FTP_CLIENT_BIN, "--timeout=1000",
+                  "ftp://u:p@127.0.0.1:" + std::to_string(port) + "/x", "-o", local / "x"});
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   server.join();

@@ -46,11 +46,16 @@ TEST(FtpCommand, RejectsBadVerbsAndControlBytes) {
 
 TEST(FtpCommand, TelnetSequencesStripped) {
   // IAC IP IAC DM before ABOR, as netkit-ftp sends it; IAC WILL x negotiation; IAC IAC is 0xFF.
-  ParseOutcome p = ParseCommand("\xff\xf4\xff\xf2" "ABOR");
+  ParseOutcome p = ParseCommand(
+      "\xff\xf4\xff\xf2"
+      "ABOR");
   ASSERT_TRUE(p.ok);
   EXPECT_EQ(p.command.verb, "ABOR");
   EXPECT_EQ(StripTelnet("\xff\xfb\x01NOOP"), "NOOP");
-  EXPECT_EQ(StripTelnet("a\xff\xff" "b"), "a\xff" "b");
+  EXPECT_EQ(StripTelnet("a\xff\xff"
+                        "b"),
+            "a\xff"
+            "b");
   EXPECT_EQ(StripTelnet("x\xff"), "x");
 }
 
@@ -164,7 +169,8 @@ TEST(FtpUsers, ParseAndVerify) {
   auto sha = HashPassword("s3cret", "$6$");
   ASSERT_TRUE(sha.ok());
   std::string err;
-  auto users = Users::Parse("# comment\n\nalice:" + *hash + ":/srv/a\nbob:" + *sha + ":/srv/b:ro\n", &err);
+  auto users =
+      Users::Parse("# comment\n\nalice:" + *hash + ":/srv/a\nbob:" + *sha + ":/srv/b:ro\n", &err);
   ASSERT_TRUE(users.ok()) << err;
   EXPECT_EQ(users->size(), 2u);
   EXPECT_TRUE(users->Verify("alice", "s3cret"));
@@ -174,7 +180,8 @@ TEST(FtpUsers, ParseAndVerify) {
   ASSERT_TRUE(bob);
   EXPECT_FALSE(bob->writable);
   EXPECT_EQ(bob->root, "/srv/b");
-  auto with_user = Users::Parse("carol:" + *sha + ":/srv/c:rw:www-data\ndave:" + *sha + ":/srv/d:ro:\n", &err);
+  auto with_user =
+      Users::Parse("carol:" + *sha + ":/srv/c:rw:www-data\ndave:" + *sha + ":/srv/d:ro:\n", &err);
   ASSERT_TRUE(with_user.ok()) << err;
   EXPECT_EQ(with_user->Find("carol")->system_user, "www-data");
   EXPECT_EQ(with_user->Find("dave")->system_user, "");  // empty field: ftpd's --run-as
@@ -198,7 +205,8 @@ TEST(FtpXferlog, RecordFormat) {
   r.incoming = true;
   r.complete = false;
   const std::string line = FormatTransferRecord(r, 0);
-  EXPECT_NE(line.find(" 1 127.0.0.1 1234 /dir/a_b.txt b _ i r alice ftp 0 * i\n"), std::string::npos)
+  EXPECT_NE(line.find(" 1 127.0.0.1 1234 /dir/a_b.txt b _ i r alice ftp 0 * i\n"),
+            std::string::npos)
       << line;
 }
 
@@ -213,7 +221,8 @@ TEST(FtpListing, LsLineAndFacts) {
   EXPECT_EQ(ls.substr(0, 10), "-rw-r--r--");
   EXPECT_NE(ls.find(" 42 Sep 09 01:46 f.txt"), std::string::npos) << ls;
   EXPECT_NE(FormatListLine(e, 2000000000).find("Sep 09  2001"), std::string::npos);
-  EXPECT_EQ(FormatFacts(e, false), "type=file;size=42;modify=20010909014640;perm=r;UNIX.mode=644; f.txt");
+  EXPECT_EQ(FormatFacts(e, false),
+            "type=file;size=42;modify=20010909014640;perm=r;UNIX.mode=644; f.txt");
   e.st.st_mode = S_IFLNK | 0777;
   e.link_target = "/etc";
   EXPECT_NE(FormatListLine(e, 0).find("f.txt -> /etc"), std::string::npos);

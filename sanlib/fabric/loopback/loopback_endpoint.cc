@@ -380,13 +380,13 @@ Result<WindowFate> LoopbackEndpoint::RevokeWindow() {
   }
 }
 
-Result<size_t> LoopbackEndpoint::WriteWindow(const WindowKey& key, const Segment* segs,
-                                             int nsegs) {
+Result<size_t> LoopbackEndpoint::WriteWindow(const WindowKey& key, const Segment* segs, int nsegs) {
   if (broken()) return Status(ECONNRESET, "WriteWindow");
   if (nsegs <= 0 || nsegs > kMaxWindowSegments) return Status(EINVAL, "WriteWindow: segments");
   uint64_t total = 0;
   for (int i = 0; i < nsegs; ++i) total += segs[i].length;
-  if (total == 0 || total > key.length) return Status(EINVAL, "WriteWindow: larger than the window");
+  if (total == 0 || total > key.length)
+    return Status(EINVAL, "WriteWindow: larger than the window");
   if (!CanWriteWindows()) return Status(EPERM, "WriteWindow: refused");
   std::atomic<uint64_t>& w = link_->half[1 - side_].window;
   uint64_t word = WindowWord(key.generation, kWindowOpen);

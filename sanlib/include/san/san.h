@@ -77,11 +77,11 @@ int san_is_socket(int fd);
 enum san_mode { SAN_MODE_NONE = 0, SAN_MODE_TCP = 1, SAN_MODE_SHM = 2, SAN_MODE_VERBS = 3 };
 
 struct san_info {
-  int mode;                /* enum san_mode: the data path this socket uses now */
-  char fallback[96];       /* why it is TCP, "" if accelerated or not yet connected */
+  int mode;          /* enum san_mode: the data path this socket uses now */
+  char fallback[96]; /* why it is TCP, "" if accelerated or not yet connected */
   uint64_t bytes_sent;
   uint64_t bytes_received;
-  uint32_t window;         /* send credits currently available */
+  uint32_t window; /* send credits currently available */
   uint32_t mtu;
 };
 int san_getinfo(int fd, struct san_info* info);
