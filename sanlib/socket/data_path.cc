@@ -176,15 +176,7 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
       Result<size_t> w = s->stream->WithdrawWindow(cur[0].iov_base);
       if (w.ok() ? w.value() > 0 : !r.ok()) r = w;
     }
-    if (!r.ok()) {
-      if (total > 0) return static_cast<ssize_t>(total);
-      int err = r.status().code();
-      if (err == EAGAIN && read_shut) return 0;
-      if (err != EAGAIN && err != EINTR) err = ConnectionErrno(*s, err, false);
-      if (err == 0) return 0;
-      errno = err;
-      return -1;
-    }
+    if (!r.ok()) return RecvFailed(*s, total, r.status().code(), read_shut);
     size_t n = r.value();
     if (probing) return 0;
     if (!waitall || n == 0) return static_cast<ssize_t>(total + n);  // n == 0: EOF

@@ -43,4 +43,13 @@ int ConnectionErrno(SanSocket& s, int code, bool sending) {
   return code == ECONNRESET || code == EPROTO ? ECONNRESET : code;
 }
 
+ssize_t RecvFailed(SanSocket& s, size_t total, int code, bool read_shut) {
+  if (total > 0) return static_cast<ssize_t>(total);
+  if (code == EAGAIN && read_shut) return 0;
+  if (code != EAGAIN && code != EINTR) code = ConnectionErrno(s, code, false);
+  if (code == 0) return 0;
+  errno = code;
+  return -1;
+}
+
 }  // namespace san

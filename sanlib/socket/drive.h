@@ -102,5 +102,9 @@ ssize_t KernelRest(ssize_t total, ssize_t n);
 // The errno a kernel socket would report for a broken connection, once; then EPIPE (send) or EOF
 // (0, receive).
 int ConnectionErrno(SanSocket& s, int code, bool sending);
+// What a receiving call returns when its stream operation failed with `code` after `total` bytes:
+// those bytes if any; 0 (EOF) for nothing after shutdown(SHUT_RD) or a broken connection already
+// reported; else -1 with the errno a kernel socket gives.
+ssize_t RecvFailed(SanSocket& s, size_t total, int code, bool read_shut);
 
 }  // namespace san

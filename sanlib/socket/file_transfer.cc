@@ -76,15 +76,7 @@ ssize_t RecvToFile(int sock, int out_fd, off_t* offset, size_t count) {
       }
       return KernelRest(static_cast<ssize_t>(total), n);
     }
-    if (!r.ok()) {
-      if (total > 0) return static_cast<ssize_t>(total);
-      int err = r.status().code();
-      if (err == EAGAIN && read_shut) return 0;
-      if (err != EAGAIN && err != EINTR) err = ConnectionErrno(*s, err, false);
-      if (err == 0) return 0;
-      errno = err;
-      return -1;
-    }
+    if (!r.ok()) return RecvFailed(*s, total, r.status().code(), read_shut);
     if (r.value() == 0) return static_cast<ssize_t>(total);  // EOF
     // Outside the stream's lock: the loan keeps the bytes where they are until GiveBack.
     const ssize_t wrote = WriteOut(out_fd, offset, lent.data(), lent.size());
