@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "common/clock.h"
 
@@ -18,63 +19,95 @@ constexpr uint64_t kFloorNs = 1000;
 constexpr uint64_t kSteps = 8;
 constexpr uint64_t kProbeAfterNs = 50'000'000;
 
-struct GovernorState {
-  bool started = false;
-  uint64_t budget_ns = 0;
-  long last_nivcsw = 0;
-  uint64_t none_since_ns = 0;  // when the budget dropped to none
-};
+// The budget is the process's, shared by its threads: contention is a property of the CPUs, and a
+// program with many waiting threads (gRPC's) must not relearn it in each. The switch counts are
+// per thread (RUSAGE_THREAD), so each thread compares with its own last look.
+constexpr uint64_t kUnset = ~uint64_t{0};
+std::atomic<uint64_t> shared_budget_ns{kUnset};
+std::atomic<uint64_t> none_since_ns{0};    // when the budget dropped to none
+std::atomic<uint64_t> contended_at_ns{0};  // the last contended verdict, from any thread
+// Growth needs this long without any thread seeing contention: under sustained load, threads that
+// slept since their last look see no switches and must not vote the spin back up.
+constexpr uint64_t kCalmNs = 20'000'000;
 
 long InvoluntarySwitches() {
   rusage ru{};
   return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : -1;
 }
 
-GovernorState& State(uint32_t configured_us) {
-  thread_local GovernorState state;
-  if (!state.started) {
-    state.started = true;
-    state.budget_ns = uint64_t{configured_us} * 1000;
-    state.last_nivcsw = InvoluntarySwitches();
+struct ThreadLook {
+  bool started = false;
+  long last_nivcsw = 0;
+};
+
+// This thread's previous count; the first look only records it (no verdict from it).
+ThreadLook& Look() {
+  thread_local ThreadLook look;
+  return look;
+}
+
+uint64_t Budget(uint64_t max_ns) {
+  uint64_t b = shared_budget_ns.load(std::memory_order_relaxed);
+  if (b == kUnset) {
+    shared_budget_ns.compare_exchange_strong(b, max_ns, std::memory_order_relaxed);
+    b = shared_budget_ns.load(std::memory_order_relaxed);
   }
-  return state;
+  return std::min(b, max_ns);
+}
+
+void SetBudget(uint64_t b) {
+  shared_budget_ns.store(b, std::memory_order_relaxed);
+  if (b == 0) none_since_ns.store(NowNs(), std::memory_order_relaxed);
+}
+
+// A verdict on the budget (max_ns = SAN_SPIN_US): down at once, up only after a calm spell.
+void Judge(uint64_t budget, uint64_t max_ns, bool contended) {
+  const uint64_t now = NowNs();
+  if (contended) {
+    contended_at_ns.store(now, std::memory_order_relaxed);
+  } else if (now - contended_at_ns.load(std::memory_order_relaxed) < kCalmNs) {
+    return;
+  }
+  SetBudget(SpinGovernor::NextBudgetNs(budget, max_ns, contended));
 }
 
 }  // namespace
 
 uint64_t SpinGovernor::BudgetNs(const Config& config) {
   const uint64_t max_ns = uint64_t{config.spin_us} * 1000;
-  if (!config.spin_adapt) return max_ns;
-  return std::min(State(config.spin_us).budget_ns, max_ns);
+  return config.spin_adapt ? Budget(max_ns) : max_ns;
 }
 
 void SpinGovernor::SpinFailed(const Config& config) {
   if (!config.spin_adapt || config.spin_us == 0) return;
-  GovernorState& s = State(config.spin_us);
   const uint64_t max_ns = uint64_t{config.spin_us} * 1000;
-  if (s.budget_ns == 0) {
-    if (NowNs() - s.none_since_ns < kProbeAfterNs) return;
-    s.last_nivcsw = InvoluntarySwitches();  // the probe's baseline
-    s.budget_ns = NextBudgetNs(0, max_ns, false);
-    return;
-  }
+  const uint64_t budget = Budget(max_ns);
+  ThreadLook& look = Look();
   const long now = InvoluntarySwitches();
   if (now < 0) return;
-  const bool contended = now != s.last_nivcsw;
-  s.last_nivcsw = now;
-  s.budget_ns = NextBudgetNs(s.budget_ns, max_ns, contended);
-  if (s.budget_ns == 0) s.none_since_ns = NowNs();
+  const bool first = !look.started;
+  const bool contended = now != look.last_nivcsw;
+  look.started = true;
+  look.last_nivcsw = now;
+  if (budget == 0) {
+    // A wait that sleeps at once learns nothing (a woken thread preempts a CPU hog and leaves
+    // voluntarily): spin again, a little, only once in a while.
+    if (NowNs() - none_since_ns.load(std::memory_order_relaxed) >= kProbeAfterNs) {
+      SetBudget(NextBudgetNs(0, max_ns, false));
+    }
+    return;
+  }
+  if (first) return;
+  Judge(budget, max_ns, contended);
 }
 
 void SpinGovernor::SpinSucceeded(const Config& config, uint64_t spun_ns) {
   if (!config.spin_adapt) return;
-  GovernorState& s = State(config.spin_us);
+  const uint64_t budget = Budget(uint64_t{config.spin_us} * 1000);
   // Within the budget: the spin did its job. Well past it: the spin's sched_yield gave the CPU
   // away (to the peer, or to a CPU hog for a whole time slice) -- contention.
-  if (s.budget_ns == 0 || spun_ns <= 2 * s.budget_ns) return;
-  s.last_nivcsw = InvoluntarySwitches();
-  s.budget_ns = NextBudgetNs(s.budget_ns, uint64_t{config.spin_us} * 1000, true);
-  if (s.budget_ns == 0) s.none_since_ns = NowNs();
+  if (budget == 0 || spun_ns <= 2 * budget) return;
+  Judge(budget, uint64_t{config.spin_us} * 1000, true);
 }
 
 uint64_t SpinGovernor::NextBudgetNs(uint64_t budget_ns, uint64_t max_ns, bool contended) {

@@ -16,7 +16,9 @@
 //
 // SAN_SPIN_ADAPT=off turns it off (always SAN_SPIN_US).
 //
-// Thread-safety: the state is per thread (thread_local); no locks.
+// Thread-safety: the budget is one per process (an atomic, shared by its threads: contention is the
+// CPUs', and a program with many waiting threads must not relearn it in each); the switch counts
+// compared are each thread's own (thread_local). No locks.
 #pragma once
 
 #include <cstdint>
