@@ -26,6 +26,7 @@
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +35,7 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "fabric/file_slice.h"
 
 namespace san::fabric {
 
@@ -48,6 +50,8 @@ enum Capability : uint32_t {
   kCapRegisteredSend = 1u << 5,     // PostSend reads segments in application memory registered
                                     // by RegisterSendMemory in place (no staging copy); the memory
                                     // must stay unchanged until the send's completion
+  kCapSendFromFile = 1u << 6,       // PostSendFromFile reads file bytes straight into the peer's
+                                    // receive buffer (no copy in our memory first)
 };
 
 // Memory the provider can send from and receive into.
@@ -145,6 +149,18 @@ class Endpoint {
   // Queues a send; every send yields exactly one completion, in posting order. EAGAIN if the send
   // queue is full (poll completions and retry). EMSGSIZE if the payload exceeds mtu().
   virtual Status PostSend(const SendWork& work) = 0;
+  // kCapSendFromFile: as PostSend, with the file's bytes read straight into the message after the
+  // segments (one copy: page cache to the peer's buffer). Posts exactly the bytes the file gave
+  // (`read->bytes`, possibly fewer than asked), or nothing when it gave none (`read->error`) --
+  // then the Status is Ok and nothing changed. The read happens inside the call, under whatever
+  // lock the caller holds: callers pass `nowait` and read ahead outside their lock on EAGAIN.
+  virtual Status PostSendFromFile(const SendWork& work, const FileSlice& file, FileRead* read) {
+    (void)work;
+    (void)file;
+    read->bytes = 0;
+    read->error = 0;
+    return Status(ENOTSUP, "Endpoint::PostSendFromFile");
+  }
   // Reaps up to `max` completions into `out`; returns how many. Never blocks.
   virtual int Poll(Completion* out, int max) = 0;
 

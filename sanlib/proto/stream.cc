@@ -25,6 +25,8 @@ constexpr uint32_t kStagingSlots = 4;
 constexpr uint32_t kMaxReceives = 512;  // P <= 255 + 255 + 2
 constexpr uint64_t kStagingTag = 1ull << 63;
 constexpr uint64_t kDirectTag = 1ull << 62;
+// PostVia's "the file gave nothing, so nothing was posted" (no endpoint call returns it).
+constexpr int kNothingPosted = ENODATA;
 constexpr int kPollBatch = 16;
 // Single copy: the largest window we expose and the most one write moves (a revoker may have to
 // wait for one write: keep it to a few milliseconds).
@@ -218,24 +220,32 @@ class Stream::Locked {
 
   Status PostPacket(PacketType type, const fabric::Segment* segs, int nsegs, uint64_t id,
                     bool consumes_credit) {
-    if (consumes_credit && !sh_.window.has_credit()) return Status(EAGAIN, "window");
     fabric::SendWork work;
     work.id = id;
     work.num_segments = static_cast<uint8_t>(nsegs);
     for (int i = 0; i < nsegs; ++i) work.segments[i] = segs[i];
+    return PostVia(type, consumes_credit, work,
+                   [&](const fabric::SendWork& w) { return s_.endpoint_->PostSend(w); });
+  }
+
+  // Puts the header on `work` and posts it with `post` (the endpoint call), retrying while the
+  // send queue is full. `post` may return kNothingPosted: not sent, not an error.
+  template <typename PostFn>
+  Status PostVia(PacketType type, bool consumes_credit, fabric::SendWork& work, PostFn post) {
+    if (consumes_credit && !sh_.window.has_credit()) return Status(EAGAIN, "window");
     Header h;
     h.type = type;
     h.seq = sh_.send_seq;
     h.credits = sh_.acks.Take();
     work.imm = EncodeImm(h);
-    Status st = s_.endpoint_->PostSend(work);
+    Status st = post(work);
     for (int attempt = 0; st.would_block() && attempt < 3; ++attempt) {
       Reap();  // send completions free send-queue entries
-      st = s_.endpoint_->PostSend(work);
+      st = post(work);
     }
     if (!st.ok()) {
       for (uint32_t i = 0; i < h.credits; ++i) sh_.acks.Freed();  // not reported after all
-      if (st.would_block()) return st;
+      if (st.would_block() || st.code() == kNothingPosted) return st;
       return Fail(st.code());
     }
     ++sh_.send_seq;
@@ -737,6 +747,77 @@ class Stream::Locked {
     return total;
   }
 
+  // ---- Sends from a file (san_sendfile) ----
+
+  // One DATA packet of up to `want` file bytes at `offset`: read by the provider straight into the
+  // peer's buffer (kCapSendFromFile), else into a staging slot and posted from there. Returns
+  // the bytes sent; 0 with `read->error` when the file gave none.
+  Result<size_t> PostFileData(int fd, off_t offset, uint32_t want, bool nowait,
+                              fabric::FileRead* read) {
+    const fabric::FileSlice file{fd, offset, want, nowait};
+    fabric::SendWork work;
+    if (s_.caps_ & fabric::kCapSendFromFile) {
+      work.id = kDirectTag;
+      Status st = PostVia(PacketType::kData, true, work, [&](const fabric::SendWork& w) {
+        Status post = s_.endpoint_->PostSendFromFile(w, file, read);
+        return post.ok() && read->bytes == 0 ? Status(kNothingPosted, "file") : post;
+      });
+      if (!st.ok()) return st.code() == kNothingPosted ? Result<size_t>(size_t{0}) : st;
+    } else {
+      int slot = FreeSlot();
+      if (slot < 0) {
+        Reap();
+        slot = FreeSlot();
+        if (slot < 0) return Status(EAGAIN, "staging");
+      }
+      *read = fabric::ReadFileSlice(file, Slot(static_cast<uint32_t>(slot)));
+      if (read->bytes == 0) return size_t{0};
+      work.id = kStagingTag | static_cast<uint64_t>(slot);
+      work.num_segments = 1;
+      work.segments[0] = {Slot(static_cast<uint32_t>(slot)), read->bytes, s_.staging_region_.key};
+      Status st = PostVia(PacketType::kData, true, work,
+                          [&](const fabric::SendWork& w) { return s_.endpoint_->PostSend(w); });
+      if (!st.ok()) return st;
+      sh_.slot_busy[slot] = 1;
+    }
+    sh_.stats.bytes_sent += read->bytes;
+    sh_.out_bytes += read->bytes;
+    return size_t{read->bytes};
+  }
+
+  Result<size_t> SendFile(int fd, off_t offset, size_t count, bool nowait, int* file_error) {
+    *file_error = 0;
+    Status st = Progress();
+    if (!st.ok()) return st;
+    if (sh_.close.fin_sent()) return Status(EPIPE, "send after shutdown");
+    if (MovedOff()) return Status(kMovedToTcp, "moved to tcp");
+    if (count == 0) return size_t{0};
+    if (!sh_.wakeup_received) return Status(EAGAIN, "window not open");
+    // Combined bytes were sent before these: they go first.
+    st = FlushCombined();
+    if (!st.ok()) return st.would_block() ? Status(EAGAIN, "window") : st;
+    size_t accepted = 0;
+    bool file_done = false;
+    while (accepted < count && sh_.window.has_credit()) {
+      const auto want = static_cast<uint32_t>(std::min<size_t>(count - accepted, PacketMax()));
+      fabric::FileRead read;
+      Result<size_t> n =
+          PostFileData(fd, offset + static_cast<off_t>(accepted), want, nowait, &read);
+      if (!n.ok()) {
+        if (n.status().would_block()) break;
+        return accepted ? Result<size_t>(accepted) : n;
+      }
+      accepted += n.value();
+      if (n.value() < want) {  // end of file, a short read, or the file's error
+        *file_error = n.value() == 0 ? read.error : 0;
+        file_done = true;
+        break;
+      }
+    }
+    if (accepted == 0 && !file_done) return Status(EAGAIN, "window");
+    return accepted;
+  }
+
   Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min) {
     Reap();  // first: credits that came back are what lets the flush below go out
     if (sh_.fill_len > 0) FlushCombined();  // SOVIA flush point: the application reads
@@ -999,6 +1080,11 @@ Result<size_t> Stream::Send(const iovec* iov, int iovcnt, bool* left_buffered, s
   Result<size_t> r = l.Send(iov, iovcnt, window_min);
   if (left_buffered) *left_buffered = l.sh().fill_len > 0;
   return r;
+}
+
+Result<size_t> Stream::SendFile(int fd, off_t offset, size_t count, bool nowait, int* file_error) {
+  Locked l(*this);
+  return l.SendFile(fd, offset, count, nowait, file_error);
 }
 
 Result<size_t> Stream::Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min) {

@@ -169,6 +169,15 @@ class Stream {
   // connection and the bytes are copied as usual.
   Result<size_t> Send(const iovec* iov, int iovcnt, bool* left_buffered = nullptr,
                       size_t window_min = 0);
+  // Sends up to `count` bytes of the file `fd` from `offset` (san_sendfile), a DATA packet at a
+  // time as the window allows: the provider reads them straight into the peer's buffers
+  // (kCapSendFromFile: one copy in all), else they are read into a staging slot and posted from
+  // there. Combined bytes waiting go first. Returns bytes sent; EAGAIN when the window is closed;
+  // EPIPE, kMovedToTcp, the sticky error as Send. The file's outcome is separate: fewer bytes than
+  // asked, or 0, with `*file_error` 0 at end of file, EAGAIN when `nowait` and the next bytes are
+  // not in the page cache (read them ahead without the lock, then call again), else the read's
+  // errno -- never the connection's error. The read runs under the stream's lock.
+  Result<size_t> SendFile(int fd, off_t offset, size_t count, bool nowait, int* file_error);
   // Copies queued data into `iov`; with `peek` leaves it queued. Returns bytes copied, 0 at EOF
   // (peer's FIN and nothing queued), EAGAIN when nothing is there yet, or the sticky error.
   // `offer_min` (single copy, 0 = never; never with peek): when nothing is queued and iov[0] has at

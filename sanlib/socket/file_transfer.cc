@@ -1,6 +1,7 @@
 // san_recvfile / san_sendfile (file_transfer.h).
 #include "socket/file_transfer.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -17,8 +18,7 @@
 namespace san {
 namespace {
 
-// Bounce buffer for the paths that must copy (the kernel socket's, and the file read of
-// SendFromFile): one per thread, made on first use.
+// Bounce buffer for the kernel socket's receive path: one per thread, made on first use.
 constexpr size_t kBounce = 256 * 1024;
 std::byte* Bounce() {
   static thread_local std::unique_ptr<std::byte[]> buffer;
@@ -96,7 +96,8 @@ ssize_t RecvToFile(int sock, int out_fd, off_t* offset, size_t count) {
 }
 
 ssize_t SendFromFile(int sock, int in_fd, off_t* offset, size_t count) {
-  if (!ShmSocket(sock)) return kernel::sendfile(sock, in_fd, offset, count);
+  SanSocket* s = ShmSocket(sock);
+  if (!s) return kernel::sendfile(sock, in_fd, offset, count);
   // The file is read at an explicit position, so a partial send (nonblocking, interrupted) leaves
   // the position just past what was sent, as the kernel's sendfile does. Files that cannot pread
   // (pipes, sockets) get EINVAL, as from sendfile.
@@ -105,30 +106,46 @@ ssize_t SendFromFile(int sock, int in_fd, off_t* offset, size_t count) {
     if (errno == ESPIPE) errno = EINVAL;
     return -1;
   }
-  std::byte* buf = Bounce();
+  const bool nonblocking = s->nonblocking.load(std::memory_order_relaxed);
   size_t sent = 0;
   int error = 0;
+  bool may_wait_for_disk = false;  // the next read may block the stream (the bytes were read ahead)
+  CallDeadline deadline;
   while (sent < count) {
-    const ssize_t got =
-        ::pread(in_fd, buf, std::min(kBounce, count - sent), pos + static_cast<off_t>(sent));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      error = errno;
+    int file_error = 0;
+    // Each packet's worth waits for the window like send() (nonblocking: EAGAIN).
+    Result<size_t> r = Drive(*s, true, nonblocking, &deadline, [&] {
+      return AfterMove(*s, s->stream->SendFile(in_fd, pos + static_cast<off_t>(sent), count - sent,
+                                               !may_wait_for_disk, &file_error));
+    });
+    if (MovedOn(r)) {
+      off_t at = pos + static_cast<off_t>(sent);
+      const ssize_t done =
+          KernelRest(static_cast<ssize_t>(sent), kernel::sendfile(sock, in_fd, &at, count - sent));
+      if (done < 0) error = errno;
+      sent = done < 0 ? 0 : static_cast<size_t>(done);
       break;
     }
-    if (got == 0) break;  // end of file
-    size_t done = 0;
-    while (done < static_cast<size_t>(got)) {
-      iovec iov{buf + done, static_cast<size_t>(got) - done};
-      const ssize_t n = SendIov(sock, &iov, 1, MSG_NOSIGNAL);
-      if (n < 0) {
-        error = errno;
-        break;
+    if (!r.ok()) {  // the connection's error, EAGAIN (nonblocking, SO_SNDTIMEO) or EINTR
+      if (sent == 0) {
+        error = r.status().code();
+        if (error != EAGAIN && error != EINTR) error = ConnectionErrno(*s, error, true);
       }
-      done += static_cast<size_t>(n);
+      break;
     }
-    sent += done;
-    if (error) break;
+    sent += r.value();
+    if (file_error == EAGAIN) {
+      // Not in the page cache: read it in without holding the stream, then read it for real.
+      ::readahead(in_fd, pos + static_cast<off_t>(sent), std::min<size_t>(count - sent, 1u << 20));
+      may_wait_for_disk = true;
+      continue;
+    }
+    may_wait_for_disk = false;
+    if (file_error != 0) {
+      if (sent == 0) error = file_error;  // else it shows on the next call, as a read's would
+      break;
+    }
+    if (r.value() == 0 || nonblocking) break;  // end of file, or all a nonblocking call takes
   }
   if (offset) {
     *offset = pos + static_cast<off_t>(sent);
@@ -136,9 +153,8 @@ ssize_t SendFromFile(int sock, int in_fd, off_t* offset, size_t count) {
     ::lseek(in_fd, pos + static_cast<off_t>(sent), SEEK_SET);
   }
   if (sent == 0 && error) {
-    if (error == EPIPE)
-      raise(SIGPIPE);  // sendfile raises it like write (we asked for no signal
-                       // inside, so a partial send does not)
+    // sendfile raises SIGPIPE like write.
+    if (error == EPIPE) raise(SIGPIPE);
     errno = error;
     return -1;
   }

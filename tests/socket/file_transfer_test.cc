@@ -343,6 +343,127 @@ TEST_P(FileTransfer, SendfileFromAPipeIsEinvalLikeTheKernels) {
   close(p[1]);
 }
 
+// Reads everything from `fd` on another thread until EOF.
+struct Drain {
+  explicit Drain(int fd)
+      : thread([this, fd] {
+          std::vector<char> buf(1 << 16);
+          for (;;) {
+            const ssize_t n = san_recv(fd, buf.data(), buf.size(), 0);
+            if (n <= 0) return;
+            bytes.insert(bytes.end(), buf.begin(), buf.begin() + n);
+          }
+        }) {}
+  std::vector<char> Join() {
+    thread.join();
+    return std::move(bytes);
+  }
+  std::vector<char> bytes;
+  std::thread thread;
+};
+
+TEST_P(FileTransfer, OneBlockingSendfilePastTheEndSendsTheRestOfTheFile) {
+  TempFile file;
+  const std::vector<char> data = Pattern(5000000, 11);
+  ASSERT_EQ(write(file.fd(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  Drain drain(pair_.b);
+  off_t off = 777;
+  EXPECT_EQ(san_sendfile(pair_.a, file.fd(), &off, 10000000),
+            static_cast<ssize_t>(data.size() - 777));
+  EXPECT_EQ(off, static_cast<off_t>(data.size()));
+  san_shutdown(pair_.a, SHUT_WR);
+  EXPECT_TRUE(drain.Join() == std::vector<char>(data.begin() + 777, data.end()));
+}
+
+TEST_P(FileTransfer, NonblockingSendfileTakesWhatFitsThenEagain) {
+  TempFile file;
+  const std::vector<char> data = Pattern(16u << 20, 12);
+  ASSERT_EQ(write(file.fd(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(san_fcntl(pair_.a, F_SETFL, O_NONBLOCK), 0);
+  ASSERT_EQ(lseek(file.fd(), 0, SEEK_SET), 0);
+  // Nobody reads: each call takes what the channel holds, then EAGAIN; the file position is just
+  // past what was taken.
+  size_t taken = 0;
+  ssize_t n = 0;
+  for (int i = 0; i < 1000; ++i) {
+    n = san_sendfile(pair_.a, file.fd(), nullptr, data.size() - taken);
+    if (n <= 0) break;
+    taken += static_cast<size_t>(n);
+  }
+  EXPECT_EQ(n, -1);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_GT(taken, 0u);
+  EXPECT_LT(taken, data.size());
+  EXPECT_EQ(lseek(file.fd(), 0, SEEK_CUR), static_cast<off_t>(taken));
+  Drain drain(pair_.b);
+  san_shutdown(pair_.a, SHUT_WR);
+  EXPECT_TRUE(drain.Join() == std::vector<char>(data.begin(), data.begin() + taken));
+}
+
+TEST_P(FileTransfer, SendfileKeepsItsPlaceBehindEarlierSmallSends) {
+  TempFile file;
+  const std::vector<char> data = Pattern(300000, 13);
+  ASSERT_EQ(write(file.fd(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  Drain drain(pair_.b);
+  std::vector<char> want;
+  for (int i = 0; i < 3; ++i) {
+    const std::string header = "HEADER " + std::to_string(i) + "\r\n";
+    ASSERT_EQ(san_send(pair_.a, header.data(), header.size(), 0),
+              static_cast<ssize_t>(header.size()));
+    off_t off = 1000 * i;
+    ASSERT_EQ(san_sendfile(pair_.a, file.fd(), &off, 100000), 100000);
+    want.insert(want.end(), header.begin(), header.end());
+    want.insert(want.end(), data.begin() + 1000 * i, data.begin() + 1000 * i + 100000);
+  }
+  san_shutdown(pair_.a, SHUT_WR);
+  EXPECT_TRUE(drain.Join() == want);
+}
+
+// A file's error and the socket's, each as the kernel's sendfile reports it.
+TEST_P(FileTransfer, SendfileErrorsMatchTheKernels) {
+  TempFile file;
+  ASSERT_EQ(write(file.fd(), "abcdef", 6), 6);
+  const int wronly = open(file.path().c_str(), O_WRONLY);
+  ASSERT_GE(wronly, 0);
+  off_t off = 0;
+  errno = 0;
+  EXPECT_EQ(san_sendfile(pair_.a, wronly, &off, 6), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(off, 0);
+  close(wronly);
+  // The connection is untouched by the file's error.
+  EXPECT_EQ(san_sendfile(pair_.a, file.fd(), &off, 6), 6);
+  char got[6];
+  EXPECT_EQ(san_recv(pair_.b, got, 6, MSG_WAITALL), 6);
+  EXPECT_EQ(std::string(got, 6), "abcdef");
+  // After shutdown(SHUT_WR): EPIPE (SIGPIPE ignored here, as a server would).
+  ASSERT_EQ(san_shutdown(pair_.a, SHUT_WR), 0);
+  struct sigaction ignore {
+  }, old{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &old);
+  off = 0;
+  errno = 0;
+  EXPECT_EQ(san_sendfile(pair_.a, file.fd(), &off, 6), -1);
+  EXPECT_EQ(errno, EPIPE);
+  sigaction(SIGPIPE, &old, nullptr);
+}
+
+TEST_P(FileTransfer, SendfileOfAFileOutOfThePageCacheArrivesIntact) {
+  TempFile file;
+  const std::vector<char> data = Pattern(3000000, 14);
+  ASSERT_EQ(write(file.fd(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  // Dropped from the page cache where the file system allows it (not tmpfs): the reads then
+  // find nothing cached, and the bytes are read ahead outside the stream's lock.
+  fdatasync(file.fd());
+  posix_fadvise(file.fd(), 0, 0, POSIX_FADV_DONTNEED);
+  Drain drain(pair_.b);
+  off_t off = 0;
+  EXPECT_EQ(san_sendfile(pair_.a, file.fd(), &off, data.size()), static_cast<ssize_t>(data.size()));
+  san_shutdown(pair_.a, SHUT_WR);
+  EXPECT_TRUE(drain.Join() == data);
+}
+
 INSTANTIATE_TEST_SUITE_P(SanAndKernel, FileTransfer, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return std::string(i.param ? "San" : "KernelTcp");

@@ -113,7 +113,8 @@ Status ShmEndpoint::PostRecv(const RecvWork& work) {
   return Status::Ok();
 }
 
-Status ShmEndpoint::PostSend(const SendWork& work) {
+Result<std::byte*> ShmEndpoint::ClaimPeerReceive(const SendWork& work, uint64_t extra,
+                                                 SendSlot* slot) {
   if (local_->broken_reason.load(std::memory_order_relaxed) != 0) {
     return Status(ECONNRESET, "PostSend");
   }
@@ -121,18 +122,19 @@ Status ShmEndpoint::PostSend(const SendWork& work) {
     return Status(ENOTCONN, "PostSend");
   }
   if (work.num_segments > kMaxSendSegments) return Status(EINVAL, "PostSend: segments");
-  uint64_t total = 0;
-  for (int i = 0; i < work.num_segments; ++i) total += work.segments[i].length;
+  slot->segment_bytes = 0;
+  for (int i = 0; i < work.num_segments; ++i) slot->segment_bytes += work.segments[i].length;
+  const uint64_t total = slot->segment_bytes + extra;
   if (total > parts_.mtu) return Status(EMSGSIZE, "PostSend");
-  const uint64_t qtail = local_->sendq_tail.load(std::memory_order_relaxed);
-  if (qtail - local_->sendq_head.load(std::memory_order_acquire) >= parts_.attr.send_depth) {
+  slot->qtail = local_->sendq_tail.load(std::memory_order_relaxed);
+  if (slot->qtail - local_->sendq_head.load(std::memory_order_acquire) >= parts_.attr.send_depth) {
     return Status(EAGAIN, "PostSend: send queue full");
   }
 
   // Take the peer's next posted receive. Read each field once, then check it against our limits.
-  const uint64_t pos = local_->sent.load(std::memory_order_relaxed);
-  RecvDesc& desc = peer_->recv_ring[pos & kRingMask];
-  switch (ClassifySlot(desc.seq.load(std::memory_order_acquire), pos)) {
+  slot->pos = local_->sent.load(std::memory_order_relaxed);
+  RecvDesc& desc = peer_->recv_ring[slot->pos & kRingMask];
+  switch (ClassifySlot(desc.seq.load(std::memory_order_acquire), slot->pos)) {
     case SlotState::kReady:
       break;
     case SlotState::kEmpty:
@@ -152,29 +154,52 @@ Status ShmEndpoint::PostSend(const SendWork& work) {
     Break(EPROTO);
     return Status(EPROTO, "PostSend: message larger than the peer's receive");
   }
-
   std::byte* dst = base_ + offset;
   for (int i = 0; i < work.num_segments; ++i) {
     std::memcpy(dst, work.segments[i].addr, work.segments[i].length);
     dst += work.segments[i].length;
   }
-  RecvCompletion& c = peer_->completion_ring[pos & kRingMask];
-  c.length.store(static_cast<uint32_t>(total), std::memory_order_relaxed);
+  return dst;
+}
+
+void ShmEndpoint::Publish(const SendSlot& slot, uint64_t length, const SendWork& work) {
+  RecvCompletion& c = peer_->completion_ring[slot.pos & kRingMask];
+  c.length.store(static_cast<uint32_t>(length), std::memory_order_relaxed);
   c.imm.store(work.imm, std::memory_order_relaxed);
   // Doorbell, Dekker style: this store and the receiver's armed store in Arm() are both seq_cst,
   // as are the loads that follow them, so at least one side sees the other: either Arm() finds
   // the completion, or we find the flag and ring. (seq_cst operations rather than fences: same
   // cost on x86 -- one locked instruction -- and ThreadSanitizer understands them.)
-  c.seq.store(PublishedSeq(pos), std::memory_order_seq_cst);
-  local_->sent.store(pos + 1, std::memory_order_relaxed);
+  c.seq.store(PublishedSeq(slot.pos), std::memory_order_seq_cst);
+  local_->sent.store(slot.pos + 1, std::memory_order_relaxed);
 
-  send_ids_[qtail & send_queue_mask_] = work.id;
-  local_->sendq_tail.store(qtail + 1, std::memory_order_release);
+  send_ids_[slot.qtail & send_queue_mask_] = work.id;
+  local_->sendq_tail.store(slot.qtail + 1, std::memory_order_release);
 
   if (peer_->armed.load(std::memory_order_seq_cst) != 0 &&
       peer_->armed.exchange(0, std::memory_order_seq_cst) != 0) {
     Ring(parts_.peer_doorbell.get());
   }
+}
+
+Status ShmEndpoint::PostSend(const SendWork& work) {
+  SendSlot slot;
+  Result<std::byte*> dst = ClaimPeerReceive(work, 0, &slot);
+  if (!dst.ok()) return dst.status();
+  Publish(slot, slot.segment_bytes, work);
+  return Status::Ok();
+}
+
+Status ShmEndpoint::PostSendFromFile(const SendWork& work, const FileSlice& file, FileRead* read) {
+  *read = FileRead{};
+  SendSlot slot;
+  Result<std::byte*> dst = ClaimPeerReceive(work, file.length, &slot);
+  if (!dst.ok()) return dst.status();
+  // Straight from the page cache into the peer's buffer. Nothing is published until the read
+  // succeeded, so a failed read leaves the receive posted and the connection as it was.
+  *read = ReadFileSlice(file, dst.value());
+  if (read->bytes == 0) return Status::Ok();
+  Publish(slot, slot.segment_bytes + read->bytes, work);
   return Status::Ok();
 }
 

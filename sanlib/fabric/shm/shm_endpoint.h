@@ -3,7 +3,8 @@
 // Data path (per direction; the sender plays the NIC): the receiver posts descriptors
 // {offset, length} into its descriptor ring; the sender's PostSend takes the next one, copies the
 // payload into the receiver's arena, writes {length, imm} into the receiver's completion ring and,
-// if the receiver is armed, rings its eventfd. Sends therefore complete inside PostSend; their
+// if the receiver is armed, rings its eventfd (PostSendFromFile preads the payload straight into
+// the receiver's arena instead of copying it). Sends therefore complete inside PostSend; their
 // completions are queued locally and reported by Poll. No syscalls, locks, heap or shared-index
 // reads on the hot path besides the slot lines themselves (see ring.h).
 //
@@ -57,6 +58,7 @@ class ShmEndpoint final : public Endpoint {
   Result<MemoryRegion> AllocateBuffer(size_t length) override;
   Status PostRecv(const RecvWork& work) override;
   Status PostSend(const SendWork& work) override;
+  Status PostSendFromFile(const SendWork& work, const FileSlice& file, FileRead* read) override;
   int Poll(Completion* out, int max) override;
   bool Arm() override;
   int notify_fd() const override { return epoll_.get(); }
@@ -92,6 +94,18 @@ class ShmEndpoint final : public Endpoint {
   // Marks the connection broken for `reason` (first cause wins), tells the peer (gone flag and
   // doorbell), wakes our own sleeper and shuts the rendezvous socket down. Cold path.
   void Break(int reason) const;
+  // A send in the making: the peer's receive it goes into and our send-queue entry.
+  struct SendSlot {
+    uint64_t pos = 0;    // the peer's receive (our `sent` counter)
+    uint64_t qtail = 0;  // our send-queue entry
+    uint64_t segment_bytes = 0;
+  };
+  // Checks a send of the segments plus `extra` bytes, takes the peer's next posted receive and
+  // copies the segments into it; returns where the extra bytes go. Nothing is visible to the
+  // peer until Publish.
+  Result<std::byte*> ClaimPeerReceive(const SendWork& work, uint64_t extra, SendSlot* slot);
+  // Completes the message (`length` bytes in all) at the peer and rings it if it sleeps.
+  void Publish(const SendSlot& slot, uint64_t length, const SendWork& work);
   // Nonblocking look at the rendezvous socket: EOF or unexpected data -> Break. Rate limited.
   void CheckPeerAlive(bool force) const;
   int PollBroken(Completion* out, int max, int n);

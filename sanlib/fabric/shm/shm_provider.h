@@ -4,8 +4,9 @@
 //
 // Thread-safety: every method may be called from any thread; Reaches() caches this namespace's
 // interface addresses for a second under a mutex, which pthread_atfork handlers hold across
-// fork() (a fork by another thread inside Reaches() must not leave it locked in the child). Ownership: stateless apart from that cache;
-// listeners and endpoints it creates are owned by the caller.
+// fork() (a fork by another thread inside Reaches() must not leave it locked in the child).
+// Ownership: stateless apart from that cache; listeners and endpoints it creates are owned by the
+// caller.
 #pragma once
 
 #include <mutex>
@@ -26,7 +27,7 @@ class ShmProvider final : public Provider {
   // ourselves; each connection then probes its peer: ShmEndpoint::CanWriteWindows).
   uint32_t capabilities() const override {
     return kCapReliable | kCapSendFromAnyMemory | kCapWaitable | kCapTransferable |
-           (single_copy_ ? kCapSingleCopy : 0u);
+           kCapSendFromFile | (single_copy_ ? kCapSingleCopy : 0u);
   }
   uint32_t max_mtu() const override { return kMaxMtu; }
   bool Reaches(const sockaddr* peer, socklen_t len) const override;
