@@ -141,8 +141,8 @@ struct StreamShared {
 
   uint32_t rq_head = 0;
   uint32_t rq_count = 0;
-  // Borrow (stream.h): the first lent_length bytes of rq[rq_head], in buffer lent_buffer, are out
-  // on loan; no Recv or Borrow takes bytes until GiveBack.
+  // Borrow (stream.h): the first lent_length queued bytes, from rq[rq_head] (in buffer
+  // lent_buffer) on, are out on loan; no Recv or Borrow takes bytes until GiveBack.
   bool lent = false;
   uint32_t lent_buffer = 0;
   uint32_t lent_length = 0;
@@ -900,23 +900,32 @@ class Stream::Locked {
     ReleaseCredited(e.buffer);
   }
 
-  Result<std::span<const std::byte>> Borrow(size_t max) {
+  Result<std::span<const iovec>> Borrow(size_t max, std::span<iovec> room) {
     if (sh_.lent) return Status(EAGAIN, "queued bytes are lent");
     Reap();
     if (sh_.fill_len > 0) FlushCombined();  // the application reads: a flush point, as in Recv
     if (sh_.win_open) return Status(EAGAIN, "a window is out");  // its bytes come first
-    if (sh_.rq_count == 0 || max == 0) {
+    if (sh_.rq_count == 0 || max == 0 || room.empty()) {
       Result<size_t> r = NothingQueued();
       if (!r.ok()) return r.status();
-      return std::span<const std::byte>();  // EOF
+      return std::span<const iovec>();  // EOF
     }
-    const RecvEntry& e = sh_.rq[sh_.rq_head];
-    const size_t n = std::min<size_t>(max, e.length - e.offset);
+    // At most half the window at once: the peer fills the other half meanwhile.
+    const size_t pieces =
+        std::min<size_t>({room.size(), sh_.rq_count, std::max<size_t>(1, s_.params_.window / 2)});
+    size_t total = 0;
+    size_t used = 0;
+    while (used < pieces && total < max) {
+      const RecvEntry& e = sh_.rq[(sh_.rq_head + used) % kMaxReceives];
+      const size_t n = std::min<size_t>(max - total, e.length - e.offset);
+      room[used++] = iovec{RecvBuffer(e.buffer) + e.offset, n};
+      total += n;
+    }
     sh_.lent = true;
-    sh_.lent_buffer = e.buffer;
-    sh_.lent_length = static_cast<uint32_t>(n);
+    sh_.lent_buffer = sh_.rq[sh_.rq_head].buffer;
+    sh_.lent_length = static_cast<uint32_t>(total);
     SendPending();
-    return std::span<const std::byte>(RecvBuffer(e.buffer) + e.offset, n);
+    return std::span<const iovec>(room.data(), used);
   }
 
   void GiveBack(size_t used) {
@@ -926,8 +935,12 @@ class Stream::Locked {
     // move to TCP delivers the lent bytes from its own copy): then there is nothing to consume.
     const bool intact =
         sh_.rq_count > 0 && sh_.rq[sh_.rq_head].buffer == sh_.lent_buffer && !sh_.handed_over;
-    if (intact && used > 0)
-      ConsumeHead(static_cast<uint32_t>(std::min<size_t>(used, sh_.lent_length)));
+    for (size_t left = intact ? std::min<size_t>(used, sh_.lent_length) : 0; left > 0;) {
+      const RecvEntry& e = sh_.rq[sh_.rq_head];
+      const auto take = static_cast<uint32_t>(std::min<size_t>(left, e.length - e.offset));
+      ConsumeHead(take);
+      left -= take;
+    }
     SendPending();
   }
 
@@ -1092,9 +1105,9 @@ Result<size_t> Stream::Recv(const iovec* iov, int iovcnt, bool peek, size_t offe
   return l.Recv(iov, iovcnt, peek, offer_min);
 }
 
-Result<std::span<const std::byte>> Stream::Borrow(size_t max) {
+Result<std::span<const iovec>> Stream::Borrow(size_t max, std::span<iovec> room) {
   Locked l(*this);
-  return l.Borrow(max);
+  return l.Borrow(max, room);
 }
 
 void Stream::GiveBack(size_t used) {

@@ -186,11 +186,12 @@ class Stream {
   // keep iov[0] valid and call WithdrawWindow(iov[0].iov_base) before giving the buffer back.
   Result<size_t> Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min = 0);
   // Receiving into something other than memory (san_recvfile): lends the first queued bytes where
-  // they lie, in the receive buffer -- at most `max`, contiguous (one packet's worth or what is
-  // left of it). Results as Recv's: the bytes, an empty span at EOF, EAGAIN, or the sticky error.
-  // Until GiveBack, no Recv or Borrow takes any bytes (EAGAIN) and the buffer stays ours (the
-  // peer cannot reuse it); the caller may use the bytes without the lock, e.g. in a write(2).
-  Result<std::span<const std::byte>> Borrow(size_t max);
+  // they lie, in the receive buffers -- at most `max`, as one piece per packet in order, in at
+  // most room.size() pieces and half the window. Returns the pieces filled in `room`; results
+  // otherwise as Recv's: no pieces at EOF, EAGAIN, or the sticky error. Until GiveBack, no Recv
+  // or Borrow takes any bytes (EAGAIN) and the buffers stay ours (the peer cannot reuse them);
+  // the caller may use the bytes without the lock, e.g. in a writev(2).
+  Result<std::span<const iovec>> Borrow(size_t max, std::span<iovec> room);
   // Ends the loan: the first `used` bytes of it are delivered, the rest stay queued.
   void GiveBack(size_t used);
   // Ends the window this process offered over `buffer` (no-op if there is none): after it returns
