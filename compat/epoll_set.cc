@@ -412,7 +412,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       pause();
       continue;
     }
-    if (!slept) SpinGovernor::SpinFailed(config);
+    if (!slept) SpinGovernor::SpinFailed(config, budget.elapsed_ns());
     slept = true;
     // Sleep until a member's doorbell, a kernel fd of the set, or the timeout; then look again.
     std::vector<pollfd> fds{pollfd{epfd, POLLIN, 0}};

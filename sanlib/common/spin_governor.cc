@@ -1,7 +1,5 @@
 #include "common/spin_governor.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 
@@ -10,41 +8,27 @@
 namespace san {
 namespace {
 
-// Down fast, up slowly: contention halves the budget (below kFloorNs it is none); a look that
-// finds the CPU was ours adds 1/kSteps of SAN_SPIN_US. At none, a wait sleeps at once and so
-// learns nothing (a woken thread preempts a CPU hog and leaves voluntarily): the spin is tried
-// again, at 1/kSteps, only after kProbeAfterNs -- a probe can cost a hog's time slice (the spin's
-// sched_yield hands it the CPU), so it must be rare.
+// Down fast, up slowly: contention halves the budget (below kFloorNs it is none); growth adds
+// 1/kSteps of SAN_SPIN_US. At none, a wait sleeps at once and so learns nothing: the spin is
+// tried again, at 1/kSteps, only after kProbeAfterNs -- a probe can cost a hog's time slice (the
+// spin's sched_yield hands it the CPU), so it must be rare.
 constexpr uint64_t kFloorNs = 1000;
 constexpr uint64_t kSteps = 8;
 constexpr uint64_t kProbeAfterNs = 50'000'000;
+// A spin past its budget by more than this lost the CPU for a scheduler time slice (0.75 ms and
+// up on Linux); less is a yield to another spinner, a short preemption, or the granularity of the
+// spin's clock (read every few dozen rounds), none of which makes spinning a loss.
+constexpr uint64_t kOverrunNs = 250'000;
 
 // The budget is the process's, shared by its threads: contention is a property of the CPUs, and a
-// program with many waiting threads (gRPC's) must not relearn it in each. The switch counts are
-// per thread (RUSAGE_THREAD), so each thread compares with its own last look.
+// program with many waiting threads (gRPC's) must not relearn it in each.
 constexpr uint64_t kUnset = ~uint64_t{0};
 std::atomic<uint64_t> shared_budget_ns{kUnset};
 std::atomic<uint64_t> none_since_ns{0};    // when the budget dropped to none
 std::atomic<uint64_t> contended_at_ns{0};  // the last contended verdict, from any thread
-// Growth needs this long without any thread seeing contention: under sustained load, threads that
-// slept since their last look see no switches and must not vote the spin back up.
+// Growth needs this long without any thread seeing contention: under sustained load most spins
+// still end in time, and those must not vote the budget back up between the ones that do not.
 constexpr uint64_t kCalmNs = 20'000'000;
-
-long InvoluntarySwitches() {
-  rusage ru{};
-  return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : -1;
-}
-
-struct ThreadLook {
-  bool started = false;
-  long last_nivcsw = 0;
-};
-
-// This thread's previous count; the first look only records it (no verdict from it).
-ThreadLook& Look() {
-  thread_local ThreadLook look;
-  return look;
-}
 
 uint64_t Budget(uint64_t max_ns) {
   uint64_t b = shared_budget_ns.load(std::memory_order_relaxed);
@@ -68,7 +52,23 @@ void Judge(uint64_t budget, uint64_t max_ns, bool contended) {
   } else if (now - contended_at_ns.load(std::memory_order_relaxed) < kCalmNs) {
     return;
   }
-  SetBudget(SpinGovernor::NextBudgetNs(budget, max_ns, contended));
+  const uint64_t next = SpinGovernor::NextBudgetNs(budget, max_ns, contended);
+  if (next != budget) SetBudget(next);
+}
+
+// One spin's report, whichever way it ended.
+void Report(const Config& config, uint64_t spun_ns) {
+  if (!config.spin_adapt || config.spin_us == 0) return;
+  const uint64_t max_ns = uint64_t{config.spin_us} * 1000;
+  const uint64_t budget = Budget(max_ns);
+  if (budget == 0) {
+    // A wait that sleeps at once learns nothing: spin again, a little, only once in a while.
+    if (NowNs() - none_since_ns.load(std::memory_order_relaxed) >= kProbeAfterNs) {
+      SetBudget(SpinGovernor::NextBudgetNs(0, max_ns, false));
+    }
+    return;
+  }
+  Judge(budget, max_ns, SpinGovernor::Overran(spun_ns, budget));
 }
 
 }  // namespace
@@ -78,36 +78,14 @@ uint64_t SpinGovernor::BudgetNs(const Config& config) {
   return config.spin_adapt ? Budget(max_ns) : max_ns;
 }
 
-void SpinGovernor::SpinFailed(const Config& config) {
-  if (!config.spin_adapt || config.spin_us == 0) return;
-  const uint64_t max_ns = uint64_t{config.spin_us} * 1000;
-  const uint64_t budget = Budget(max_ns);
-  ThreadLook& look = Look();
-  const long now = InvoluntarySwitches();
-  if (now < 0) return;
-  const bool first = !look.started;
-  const bool contended = now != look.last_nivcsw;
-  look.started = true;
-  look.last_nivcsw = now;
-  if (budget == 0) {
-    // A wait that sleeps at once learns nothing (a woken thread preempts a CPU hog and leaves
-    // voluntarily): spin again, a little, only once in a while.
-    if (NowNs() - none_since_ns.load(std::memory_order_relaxed) >= kProbeAfterNs) {
-      SetBudget(NextBudgetNs(0, max_ns, false));
-    }
-    return;
-  }
-  if (first) return;
-  Judge(budget, max_ns, contended);
-}
+void SpinGovernor::SpinFailed(const Config& config, uint64_t spun_ns) { Report(config, spun_ns); }
 
 void SpinGovernor::SpinSucceeded(const Config& config, uint64_t spun_ns) {
-  if (!config.spin_adapt) return;
-  const uint64_t budget = Budget(uint64_t{config.spin_us} * 1000);
-  // Within the budget: the spin did its job. Well past it: the spin's sched_yield gave the CPU
-  // away (to the peer, or to a CPU hog for a whole time slice) -- contention.
-  if (budget == 0 || spun_ns <= 2 * budget) return;
-  Judge(budget, uint64_t{config.spin_us} * 1000, true);
+  Report(config, spun_ns);
+}
+
+bool SpinGovernor::Overran(uint64_t spun_ns, uint64_t budget_ns) {
+  return spun_ns > 2 * budget_ns && spun_ns - budget_ns > kOverrunNs;
 }
 
 uint64_t SpinGovernor::NextBudgetNs(uint64_t budget_ns, uint64_t max_ns, bool contended) {

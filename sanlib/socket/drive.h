@@ -73,7 +73,8 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadli
     }
     // About to sleep: only now is the timeout looked up (a syscall), so spinning stays cheap.
     if (call->deadline_ns == 0) {
-      SpinGovernor::SpinFailed(config);  // once per call: the first time it sleeps
+      // Once per call: the first time it sleeps.
+      SpinGovernor::SpinFailed(config, now - (spin_until - spin_ns));
       call->deadline_ns = TimeoutDeadline(s, want_write, call->first_wait_ns);
     }
     if (now >= call->deadline_ns) {

@@ -157,7 +157,7 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
       pause();
       continue;
     }
-    if (!slept) SpinGovernor::SpinFailed(config);
+    if (!slept) SpinGovernor::SpinFailed(config, budget.elapsed_ns());
     slept = true;
     // Sleep until a doorbell, a kernel fd or the timeout; then look again.
     for (pollfd& p : kernel_fds) p.revents = 0;
