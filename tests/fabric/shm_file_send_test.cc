@@ -14,39 +14,18 @@
 
 #include "fabric/registry.h"
 #include "fabric_test_util.h"
+#include "support/temp_file.h"
 
 namespace san::fabric {
 namespace {
+
+using san::testing_support::TempFile;
 
 using testing::ConnectPair;
 using testing::OneSegment;
 using testing::Pair;
 using testing::PairOptions;
 using testing::WaitCompletions;
-
-class TempFile {
- public:
-  explicit TempFile(const std::vector<char>& contents) {
-    const char* dir = getenv("TMPDIR");
-    path_ = std::string(dir && *dir ? dir : "/tmp");
-    path_.append("/san_shm_file_send_XXXXXX");
-    fd_ = mkstemp(path_.data());
-    if (fd_ >= 0 && !contents.empty()) {
-      EXPECT_EQ(write(fd_, contents.data(), contents.size()),
-                static_cast<ssize_t>(contents.size()));
-    }
-  }
-  ~TempFile() {
-    if (fd_ >= 0) close(fd_);
-    unlink(path_.c_str());
-  }
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 std::vector<char> Bytes(size_t n, unsigned seed) {
   std::vector<char> v(n);
@@ -118,30 +97,35 @@ TEST(fabric_shm_file_send, FileBytesFollowTheSegmentsAndShortReadsPostWhatWasRea
   EXPECT_EQ(sends[1].id, 8u);
 }
 
-TEST(fabric_shm_file_send, AFileThatGivesNothingPostsNothingAndTheReceiveStaysForTheNextSend) {
-  Pair pair;
-  ASSERT_NO_FATAL_FAILURE(ConnectPair(GetProvider("shm"), FourReceives(), &pair));
-  TempFile file(Bytes(10, 1));
-  SendWork work;
-  work.id = 1;
-  FileRead read;
-  // End of file.
-  ASSERT_TRUE(pair.client->PostSendFromFile(work, FileSlice{file.fd(), 10, 100, true}, &read).ok());
-  EXPECT_EQ(read.bytes, 0u);
-  EXPECT_EQ(read.error, 0);
-  // A read error: a descriptor open for writing only.
-  const int wronly = open(file.path().c_str(), O_WRONLY);
+// A pair with four receives at the server and a ten-byte file.
+class FileSend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ConnectPair(GetProvider("shm"), FourReceives(), &pair_));
+  }
+  // A send of `slice` that must post nothing and report `error`.
+  void ExpectNothing(const FileSlice& slice, int error) {
+    SendWork work;
+    work.id = 1;
+    FileRead read;
+    ASSERT_TRUE(pair_.client->PostSendFromFile(work, slice, &read).ok());
+    EXPECT_EQ(read.bytes, 0u);
+    EXPECT_EQ(read.error, error);
+  }
+  Pair pair_;
+  TempFile file_{Bytes(10, 1)};
+};
+
+TEST_F(FileSend, AFileThatGivesNothingPostsNothingAndTheReceiveStaysForTheNextSend) {
+  Pair& pair = pair_;
+  ExpectNothing(FileSlice{file_.fd(), 10, 100, true}, 0);   // end of file
+  const int wronly = open(file_.path().c_str(), O_WRONLY);  // a read error
   ASSERT_GE(wronly, 0);
-  ASSERT_TRUE(pair.client->PostSendFromFile(work, FileSlice{wronly, 0, 100, true}, &read).ok());
-  EXPECT_EQ(read.bytes, 0u);
-  EXPECT_EQ(read.error, EBADF);
+  ExpectNothing(FileSlice{wronly, 0, 100, true}, EBADF);
   close(wronly);
-  // A directory.
   const int dir = open("/", O_RDONLY | O_DIRECTORY);
   ASSERT_GE(dir, 0);
-  ASSERT_TRUE(pair.client->PostSendFromFile(work, FileSlice{dir, 0, 100, false}, &read).ok());
-  EXPECT_EQ(read.bytes, 0u);
-  EXPECT_EQ(read.error, EISDIR);
+  ExpectNothing(FileSlice{dir, 0, 100, false}, EISDIR);
   close(dir);
   // Nothing arrived, nothing completed, and the connection carries the next message into the
   // first receive.

@@ -13,41 +13,18 @@
 #include <gtest/gtest.h>
 
 #include "stream_test_util.h"
+#include "support/temp_file.h"
 
 namespace san::proto {
 namespace {
+
+using san::testing_support::TempFile;
 
 using testing::MakePair;
 using testing::Pattern;
 using testing::PumpUntil;
 using testing::StreamPair;
 using testing::WindowsOpen;
-
-class TempFile {
- public:
-  explicit TempFile(const std::vector<uint8_t>& contents) {
-    const char* dir = getenv("TMPDIR");
-    path_ = std::string(dir && *dir ? dir : "/tmp");
-    path_.append("/san_stream_file_XXXXXX");
-    fd_ = mkstemp(path_.data());
-    size_t at = 0;
-    while (fd_ >= 0 && at < contents.size()) {
-      const ssize_t n = write(fd_, contents.data() + at, contents.size() - at);
-      if (n <= 0) break;
-      at += static_cast<size_t>(n);
-    }
-  }
-  ~TempFile() {
-    if (fd_ >= 0) close(fd_);
-    unlink(path_.c_str());
-  }
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 enum class Path { kStaging, kProvider };
 

@@ -22,10 +22,13 @@
 #include <gtest/gtest.h>
 
 #include "support/inet.h"
+#include "support/temp_file.h"
 
 #include "san/san.h"
 
 namespace {
+
+using san::testing_support::TempFile;
 
 using san::testing_support::Loopback;
 using san::testing_support::PortOf;
@@ -76,39 +79,6 @@ void MakePair(bool san, Pair* p) {
     ASSERT_EQ(san_is_socket(p->b), 0);
   }
 }
-
-class TempFile {
- public:
-  TempFile() {
-    const char* dir = getenv("TMPDIR");
-    path_ = std::string(dir && *dir ? dir : "/tmp");
-    path_.append("/san_file_transfer_XXXXXX");
-    fd_ = mkstemp(path_.data());
-  }
-  ~TempFile() {
-    if (fd_ >= 0) close(fd_);
-    unlink(path_.c_str());
-  }
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
-  std::vector<char> Contents() const {
-    struct stat st {};
-    fstat(fd_, &st);
-    std::vector<char> v(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < v.size()) {
-      ssize_t n = pread(fd_, v.data() + got, v.size() - got, static_cast<off_t>(got));
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    v.resize(got);
-    return v;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 // Sends `data` from another thread, then shuts down writing.
 std::thread Sender(int fd, const std::vector<char>& data) {
