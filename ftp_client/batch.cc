@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/unique_fd.h"
+#include "interrupt.h"
 #include "modes.h"
 #include "report.h"
 #include "url.h"
@@ -15,6 +16,19 @@ namespace {
 
 // 4xx/5xx from the server -> kExitRemote; anything else (connection, timeout) -> kExitTransfer.
 int TransferFailure(const FtpClient& client, const Status& st, const char* what) {
+  if (strcmp(st.call(), kInterruptedCall) == 0) {
+    // Ctrl-C: the transfer was aborted (ABOR) and the server's two replies read, if they came.
+    const Reply& t = client.aborted_transfer_reply();
+    const Reply& r = client.last_reply();
+    fprintf(stderr, "ftp_client: %s interrupted: %s after %llu bytes over %s", what,
+            t.code ? "aborted" : "aborted, no reply from the server",
+            static_cast<unsigned long long>(client.last_stats().bytes),
+            client.last_stats().data_path.c_str());
+    if (t.code) fprintf(stderr, " (server: %d %s", t.code, t.text.c_str());
+    if (t.code && client.connected()) fprintf(stderr, "; %d %s", r.code, r.text.c_str());
+    fprintf(stderr, "%s\n", t.code ? ")" : "");
+    return kExitInterrupted;
+  }
   if (strcmp(st.call(), kLocalFileCall) == 0) {
     fprintf(stderr, "ftp_client: %s failed: local file: %s\n", what, strerror(st.code()));
     return kExitLocal;
@@ -60,7 +74,10 @@ int RunBatch(const BatchRequest& req, const ClientOptions& options) {
   Result<TransferStats> stats = Status(EINVAL, "no action");
   if (req.list) {
     std::string text;
-    stats = client.List("LIST", url->path, &text);
+    {
+      interrupt::TransferScope scope;
+      stats = client.List("LIST", url->path, &text);
+    }
     if (!stats.ok()) return TransferFailure(client, stats.status(), "LIST");
     fwrite(text.data(), 1, text.size(), stdout);
   } else if (!req.put.empty()) {
@@ -82,7 +99,10 @@ int RunBatch(const BatchRequest& req, const ClientOptions& options) {
     }
     Progress progress(stderr, 0, false, true);
     client.options().progress = [&progress](uint64_t b) { progress.Update(b); };
-    stats = client.Store(remote, in.get(), false, offset);
+    {
+      interrupt::TransferScope scope;
+      stats = client.Store(remote, in.get(), false, offset);
+    }
     progress.Done();
     if (!stats.ok()) return TransferFailure(client, stats.status(), "STOR");
   } else {
@@ -117,9 +137,19 @@ int RunBatch(const BatchRequest& req, const ClientOptions& options) {
     }
     Progress progress(stderr, total, false, true);
     client.options().progress = [&progress, offset](uint64_t b) { progress.Update(b + offset); };
-    stats = client.Retrieve(url->path, out.get(), offset);
+    {
+      interrupt::TransferScope scope;
+      stats = client.Retrieve(url->path, out.get(), offset);
+    }
     progress.Done();
-    if (!stats.ok()) return TransferFailure(client, stats.status(), "RETR");
+    if (!stats.ok()) {
+      const int code = TransferFailure(client, stats.status(), "RETR");
+      // What arrived stays, in order (never removed: --resume can go on from it).
+      if (code == kExitInterrupted && out_name != "-") {
+        fprintf(stderr, "ftp_client: the partial file stays: %s\n", out_name.c_str());
+      }
+      return code;
+    }
   }
   fprintf(stderr, "%s\n", FormatStats(stats.value()).c_str());
   if (options.verbose) fprintf(stderr, "--- data connection: %s\n", stats->data_path.c_str());

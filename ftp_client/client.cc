@@ -1,6 +1,7 @@
 #include "client.h"
 
 #include <netdb.h>
+#include <poll.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -10,15 +11,16 @@
 #include <cstring>
 #include <memory>
 
-#include "net/file_source.h"
 #include "protocol/ascii.h"
+#include "san/san.h"
 
 namespace san::ftp {
 namespace {
 
 constexpr size_t kChunk = 256 * 1024;
-// One san_recvfile asks for this much: the bytes go from the channel to the file without a
-// buffer of ours, so the size only bounds how often progress is reported.
+// One san_recvfile / san_sendfile asks for this much: the bytes go between the channel and the
+// file without a buffer of ours, so the size only bounds how often progress is reported and how
+// soon an interrupt is seen while the data flows.
 constexpr size_t kFileChunk = 1024 * 1024;
 
 double Since(std::chrono::steady_clock::time_point t) {
@@ -224,12 +226,57 @@ Result<Socket> FtpClient::StartTransfer(const std::string& command) {
 
 Result<TransferStats> FtpClient::FinishTransfer(Socket data, TransferStats stats, Status st) {
   stats.data_path = data.Mode();
+  last_stats_ = stats;
+  if (!st.ok() && strcmp(st.call(), kInterruptedCall) == 0) return AbortTransfer(std::move(data));
   data.Close();  // also what tells the server that a failed download ends here
   Result<Reply> r = ReadReply();
   if (!st.ok()) return st;
   if (!r.ok()) return r.status();
   if (r->code != 226 && r->code != 250) return Status(EIO, "transfer failed");
   return stats;
+}
+
+Status FtpClient::AbortTransfer(Socket data) {
+  const Status interrupted(EINTR, kInterruptedCall);
+  aborted_transfer_reply_ = Reply{};
+  // ABOR before the data connection ends: a server that watches the control connection during a
+  // transfer (ftpd, vsftpd with async_abor_enable) then knows that an upload's end is an abort, not
+  // its completion. No Telnet IP/Synch before it: urgent data does not exist on a SAN stream, and
+  // those servers read a plain ABOR. Servers that do not watch learn it from the data connection,
+  // which on TCP is reset rather than closed (an upload must not look complete there either).
+  const Status sent = SendLine("ABOR");
+  if (!data.Accelerated()) data.ResetOnClose();
+  data.Close();
+  if (!sent.ok()) {
+    Close();
+    return interrupted;
+  }
+  // RFC 959: first the transfer's reply (426; 226 if it had finished), then ABOR's (226; 225 from
+  // a server that had no transfer left to abort). If either does not come, the dialogue is out
+  // of step: the control connection is closed.
+  Result<Reply> transfer = ReadReply();
+  if (!transfer.ok()) {
+    Close();
+    return interrupted;
+  }
+  aborted_transfer_reply_ = transfer.value();
+  if (connected() && !ReadReply().ok()) Close();
+  return interrupted;
+}
+
+Status FtpClient::Wait(const Socket& s, short events) const {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Status(ETIMEDOUT, events & POLLOUT ? "send" : "recv");
+    pollfd p{s.fd(), events, 0};
+    const int n = san_poll(&p, 1, static_cast<int>(left.count()));
+    if (n > 0) return Status::Ok();
+    if (n < 0 && errno != EINTR) return Status::FromErrno("poll");
+    if (Interrupted()) return Status(EINTR, kInterruptedCall);
+  }
 }
 
 Result<TransferStats> FtpClient::Retrieve(const std::string& remote, int fd, uint64_t offset) {
@@ -251,11 +298,15 @@ Result<TransferStats> FtpClient::Retrieve(const std::string& remote, int fd, uin
 Status FtpClient::ReceiveBinary(const Socket& data, int fd, TransferStats* stats) {
   // One copy: sanlib writes the file straight from the channel's receive buffers (over TCP it
   // is recv + write inside sanlib, which is what a buffer of ours would do). Blocking, bounded by
-  // SO_RCVTIMEO like RecvWaiting.
+  // SO_RCVTIMEO like RecvWaiting; a signal (Ctrl-C) ends the wait with EINTR.
   Status st = data.SetReceiveTimeout(options_.timeout_ms);
   while (st.ok()) {
+    if (Interrupted()) return Status(EINTR, kInterruptedCall);
     Result<size_t> got = data.RecvToFile(fd, kFileChunk);
-    if (!got.ok()) return got.status().would_block() ? Status(ETIMEDOUT, "recv") : got.status();
+    if (!got.ok()) {
+      if (got.status().code() == EINTR) continue;
+      return got.status().would_block() ? Status(ETIMEDOUT, "recv") : got.status();
+    }
     if (*got == 0) break;
     stats->bytes += *got;
     if (options_.progress) options_.progress(stats->bytes);
@@ -270,8 +321,12 @@ Status FtpClient::ReceiveBuffered(const Socket& data, int fd, bool ascii, Transf
   // A blocking receive (see Socket::RecvWaiting): lets a sanlib server write straight into buf.
   Status st = data.SetReceiveTimeout(options_.timeout_ms);
   while (st.ok()) {
+    if (Interrupted()) return Status(EINTR, kInterruptedCall);
     Result<size_t> got = data.RecvWaiting(buf.get(), kChunk);
-    if (!got.ok()) return got.status();
+    if (!got.ok()) {
+      if (got.status().code() == EINTR) continue;
+      return got.status();
+    }
     const char* out = buf.get();
     size_t out_len = *got;
     if (ascii) {
@@ -309,48 +364,51 @@ Result<TransferStats> FtpClient::Store(const std::string& remote, int fd, bool a
 }
 
 Status FtpClient::SendBinary(const Socket& data, int fd, TransferStats* stats) {
-  // From a leased mapping of the file where possible (san_send copies from the page cache);
-  // over kernel TCP the kernel copies anyway, and a buffer is as good.
-  FileSource source(fd, data.Accelerated(), kChunk);
-  int waited_ms = 0;  // for a stalled server, in slices while on the mapping (FileSource)
+  // san_sendfile from the file's position (a resumed upload was seeked by the caller): the
+  // kernel's sendfile on TCP, one copy from the file into the channel on SAN. Nonblocking, so a
+  // stalled server is waited for in Wait (timeout, Ctrl-C).
+  off_t pos = lseek(fd, 0, SEEK_CUR);
+  if (pos < 0) return Status(errno, kLocalFileCall);
+  const Status st = data.SetNonBlocking(true);
+  if (!st.ok()) return st;
   while (true) {
-    Result<FileSource::Chunk> chunk = source.Next();
-    if (!chunk.ok()) return Status(chunk.status().code(), kLocalFileCall);
-    if (chunk->size == 0) return Status::Ok();
-    const char* p = chunk->data;
-    size_t left = chunk->size;
-    while (left > 0) {
-      p = source.Pin(p, left);  // mapped memory is ours only while the file's lease holds
-      Result<size_t> sent = data.SendSome(p, left);
-      if (!sent.ok()) return sent.status();
-      if (*sent > 0) {
-        p += *sent;
-        left -= *sent;
-        waited_ms = 0;
-        stats->bytes += *sent;
-        continue;
-      }
-      const int slice = source.mapped() ? std::min(options_.timeout_ms, FileSource::kLeaseCheckMs)
-                                        : options_.timeout_ms;
-      if (!data.Writable(slice) && (waited_ms += slice) >= options_.timeout_ms) {
-        return Status(ETIMEDOUT, "send");
-      }
+    if (Interrupted()) return Status(EINTR, kInterruptedCall);
+    Result<size_t> sent = data.SendFile(fd, &pos, kFileChunk);
+    if (sent.ok()) {
+      if (*sent == 0) return Status::Ok();  // the file's end (as it is now, if it changed)
+      stats->bytes += *sent;
+      if (options_.progress) options_.progress(stats->bytes);
+      continue;
     }
-    if (options_.progress) options_.progress(stats->bytes);
+    if (sent.status().code() == EINTR) continue;
+    if (!sent.status().would_block()) return sent.status();  // the file's: kLocalFileCall
+    const Status waited = Wait(data, POLLOUT);
+    if (!waited.ok()) return waited;
   }
 }
 
 Status FtpClient::SendAscii(const Socket& data, int fd, TransferStats* stats) {
-  FileSource source(fd, false, kChunk);  // every byte is looked at anyway: read, not mapped
+  auto buf = std::make_unique<char[]>(kChunk);  // every byte is looked at anyway: read
   std::string converted;
   while (true) {
-    Result<FileSource::Chunk> chunk = source.Next();
-    if (!chunk.ok()) return Status(chunk.status().code(), kLocalFileCall);
-    if (chunk->size == 0) return Status::Ok();
+    if (Interrupted()) return Status(EINTR, kInterruptedCall);
+    const ssize_t got = ::read(fd, buf.get(), kChunk);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Status(errno, kLocalFileCall);
+    }
+    if (got == 0) return Status::Ok();
     converted.clear();
-    AsciiEncode(chunk->data, chunk->size, &converted);
-    const Status st = data.SendAll(converted, options_.timeout_ms);
-    if (!st.ok()) return st;
+    AsciiEncode(buf.get(), static_cast<size_t>(got), &converted);
+    size_t off = 0;
+    while (off < converted.size()) {
+      Result<size_t> sent = data.SendSome(converted.data() + off, converted.size() - off);
+      if (!sent.ok()) return sent.status();
+      off += *sent;
+      if (*sent > 0) continue;
+      const Status waited = Wait(data, POLLOUT);
+      if (!waited.ok()) return waited;
+    }
     stats->bytes += converted.size();
     if (options_.progress) options_.progress(stats->bytes);
   }
@@ -363,11 +421,16 @@ Result<TransferStats> FtpClient::List(const std::string& verb, const std::string
   if (!data.ok()) return data.status();
   TransferStats stats;
   char buf[16384];
-  bool ok = true;
+  Status st;
   while (true) {
-    Result<size_t> got = data->Recv(buf, sizeof buf, options_.timeout_ms);
+    if (Interrupted()) {
+      st = Status(EINTR, kInterruptedCall);
+      break;
+    }
+    Result<size_t> got = data->RecvSome(buf, sizeof buf);
     if (!got.ok()) {
-      ok = false;
+      if (got.status().would_block() && (st = Wait(*data, POLLIN)).ok()) continue;
+      if (st.ok()) st = Status(EIO, "recv");
       break;
     }
     if (*got == 0) break;
@@ -375,7 +438,7 @@ Result<TransferStats> FtpClient::List(const std::string& verb, const std::string
     stats.bytes += *got;
   }
   stats.seconds = Since(start);
-  return FinishTransfer(std::move(data.value()), stats, ok ? Status::Ok() : Status(EIO, "recv"));
+  return FinishTransfer(std::move(data.value()), stats, st);
 }
 
 }  // namespace san::ftp

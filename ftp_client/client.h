@@ -26,7 +26,14 @@ struct ClientOptions {
   int timeout_ms = 30000;
   // Called with the running byte count during transfers (hash marks, progress bar).
   std::function<void(uint64_t)> progress;
+  // Polled during transfers (between chunks, and when a wait is interrupted by a signal): true
+  // stops the transfer -- ABOR, the data connection closed, the server's replies read -- and the
+  // call returns a status with call() == kInterruptedCall.
+  std::function<bool()> interrupted;
 };
+
+// Status::call() of a transfer that options.interrupted stopped (code EINTR).
+inline constexpr char kInterruptedCall[] = "interrupted";
 
 struct TransferStats {
   uint64_t bytes = 0;  // bytes on the data connection (TYPE A: with the CRs of CRLF)
@@ -61,6 +68,12 @@ class FtpClient {
   // LIST / NLST / MLSD output as text.
   Result<TransferStats> List(const std::string& verb, const std::string& path, std::string* out);
 
+  // The last transfer's figures, also of one that failed or was interrupted (bytes moved so far).
+  const TransferStats& last_stats() const { return last_stats_; }
+  // After an interrupted transfer: the server's reply to the transfer itself (426, or 226 if it
+  // had finished); last_reply() is then the reply to ABOR. code 0 if none came.
+  const Reply& aborted_transfer_reply() const { return aborted_transfer_reply_; }
+
   std::string control_mode() const { return control_.Mode(); }
   ClientOptions& options() { return options_; }
 
@@ -70,12 +83,20 @@ class FtpClient {
   Status SendLine(const std::string& line);
   // Opens the data connection for one transfer command; returns it after the server's 1xx.
   Result<Socket> StartTransfer(const std::string& command);
-  // Closes data, reads the transfer's reply; `st` is how our side of the transfer went.
+  // Closes data, reads the transfer's reply; `st` is how our side of the transfer went (an
+  // interrupted one is aborted: AbortTransfer).
   Result<TransferStats> FinishTransfer(Socket data, TransferStats stats, Status st);
+  // RFC 959's abort: ABOR on the control connection, then the data connection closed (reset when
+  // on TCP), then the transfer's reply and ABOR's. Returns the interrupted status.
+  Status AbortTransfer(Socket data);
+  bool Interrupted() const { return options_.interrupted && options_.interrupted(); }
+  // Waits until s has one of events, bounded by options.timeout_ms: ETIMEDOUT, or the
+  // interrupted status when options.interrupted says so after a signal.
+  Status Wait(const Socket& s, short events) const;
   // The bytes of a RETR into fd: through san_recvfile (binary, where sanlib has it) or a buffer.
   Status ReceiveBinary(const Socket& data, int fd, TransferStats* stats);
   Status ReceiveBuffered(const Socket& data, int fd, bool ascii, TransferStats* stats);
-  // The bytes of a STOR from fd: binary from a leased mapping or san_sendfile; TYPE A encoded.
+  // The bytes of a STOR from fd (from its position): binary with san_sendfile; TYPE A encoded.
   Status SendBinary(const Socket& data, int fd, TransferStats* stats);
   Status SendAscii(const Socket& data, int fd, TransferStats* stats);
 
@@ -84,6 +105,8 @@ class FtpClient {
   std::optional<LineReader> reader_;
   Reply last_;
   Reply greeting_;
+  Reply aborted_transfer_reply_;
+  TransferStats last_stats_;
   bool binary_ = false;  // the TYPE the server last accepted
   bool epsv_failed_ = false;
   bool eprt_failed_ = false;

@@ -1,5 +1,7 @@
 // Interactive mode: netkit-ftp's commands. On a terminal lines come from libedit (history, line
-// editing); otherwise commands are read from stdin, so scripts and tests can drive it.
+// editing); otherwise commands are read from stdin, so scripts and tests can drive it. Ctrl-C
+// (interrupt.h) aborts a running transfer and comes back to the prompt; at the prompt it gives a
+// new one, as netkit-ftp does.
 #include <editline/readline.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "interrupt.h"
 #include "modes.h"
 #include "report.h"
 
@@ -39,16 +42,32 @@ class Shell {
  public:
   explicit Shell(const ClientOptions& options) : options_(options), client_(options) {}
 
+  // The next command line; false at the end of input. Ctrl-C while waiting: a new prompt.
   bool ReadLine(std::string* line) {
-    if (tty_) {
-      char* l = readline("ftp> ");
-      if (!l) return false;
-      *line = l;
-      if (*l) add_history(l);
-      free(l);
-      return true;
+    while (true) {
+      errno = 0;
+      if (tty_) {
+        char* l = readline("ftp> ");
+        if (l) {
+          *line = l;
+          if (*l) add_history(l);
+          free(l);
+          return true;
+        }
+      } else {
+        const ssize_t n = getline(&stdin_buf_, &stdin_cap_, stdin);
+        if (n >= 0) {
+          line->assign(stdin_buf_, static_cast<size_t>(n));
+          if (!line->empty() && line->back() == '\n') line->pop_back();
+          return true;
+        }
+      }
+      if (!interrupt::Pending() && errno != EINTR) return false;  // end of input
+      interrupt::Clear();
+      clearerr(stdin);
+      if (tty_) printf("\n");
+      fflush(stdout);
     }
-    return static_cast<bool>(std::getline(std::cin, *line));
   }
 
   void Open(const std::string& host, uint16_t port) {
@@ -96,7 +115,7 @@ class Shell {
       failed_ = true;
       return;
     }
-    Transfer(client_.Retrieve(remote, out.get()));
+    Transfer(client_.Retrieve(remote, out.get()), local);
   }
 
   void Put(const std::string& local, const std::string& remote) {
@@ -106,11 +125,16 @@ class Shell {
       failed_ = true;
       return;
     }
-    Transfer(client_.Store(remote, in.get()));
+    Transfer(client_.Store(remote, in.get()), "");
   }
 
-  void Transfer(Result<TransferStats> stats) {
+  // kept: the local file of a download (named when an interrupted one leaves it partial).
+  void Transfer(Result<TransferStats> stats, const std::string& kept) {
     progress_done();
+    if (!stats.ok() && strcmp(stats.status().call(), kInterruptedCall) == 0) {
+      Aborted(kept);
+      return;
+    }
     Reply();
     if (!stats.ok()) {
       if (strcmp(stats.status().call(), kLocalFileCall) == 0) {
@@ -123,6 +147,25 @@ class Shell {
     }
     printf("%s\n", FormatStats(stats.value()).c_str());
     if (client_.options().verbose) printf("Data connection: %s\n", stats->data_path.c_str());
+  }
+
+  // After Ctrl-C during a transfer: the server's replies (the transfer's 426, ABOR's 226), what
+  // moved, and that a partial download stays (nothing the user did not ask for is removed).
+  void Aborted(const std::string& kept) {
+    failed_ = true;
+    const auto& t = client_.aborted_transfer_reply();
+    if (t.code) {
+      printf("%d %s\n", t.code, t.text.c_str());
+      if (client_.connected()) Reply();
+    } else {
+      printf("ftp: no reply to ABOR; connection closed.\n");
+    }
+    printf("Transfer aborted: %s\n", FormatStats(client_.last_stats()).c_str());
+    struct stat st {};
+    if (!kept.empty() && stat(kept.c_str(), &st) == 0) {
+      printf("local: %s: partial file kept (%lld bytes)\n", kept.c_str(),
+             static_cast<long long>(st.st_size));
+    }
   }
 
   void progress_done() {
@@ -214,7 +257,7 @@ class Shell {
       StartProgress();
       Put(a[1], n >= 3 ? a[2] : BaseOf(a[1]));
     } else if (c == "mget") {
-      for (size_t i = 1; i < n; ++i) {
+      for (size_t i = 1; i < n && !interrupt::Pending(); ++i) {
         std::string names;
         client_.options().progress = nullptr;
         if (!client_.List("NLST", a[i], &names).ok()) {
@@ -226,15 +269,16 @@ class Shell {
         while (std::getline(in, name)) {
           if (!name.empty() && name.back() == '\r') name.pop_back();
           if (name.empty()) continue;
+          if (interrupt::Pending()) break;  // Ctrl-C ends the whole mget
           StartProgress();
           Get(name, BaseOf(name));
         }
       }
     } else if (c == "mput") {
-      for (size_t i = 1; i < n; ++i) {
+      for (size_t i = 1; i < n && !interrupt::Pending(); ++i) {
         glob_t g{};
         if (glob(a[i].c_str(), 0, nullptr, &g) == 0) {
-          for (size_t j = 0; j < g.gl_pathc; ++j) {
+          for (size_t j = 0; j < g.gl_pathc && !interrupt::Pending(); ++j) {
             StartProgress();
             Put(g.gl_pathv[j], BaseOf(g.gl_pathv[j]));
           }
@@ -279,14 +323,19 @@ class Shell {
     while (ReadLine(&line)) {
       const std::vector<std::string> args = Split(line);
       if (args.empty()) continue;
+      interrupt::Clear();  // a Ctrl-C belongs to the command it interrupted
       if (!Execute(args)) break;
       fflush(stdout);
     }
     return failed_ ? kExitRemote : kExitOk;
   }
 
+  ~Shell() { free(stdin_buf_); }
+
   ClientOptions options_;
   FtpClient client_;
+  char* stdin_buf_ = nullptr;  // getline(3)'s buffer for commands from a non-terminal stdin
+  size_t stdin_cap_ = 0;
   bool tty_ = isatty(STDIN_FILENO);
   bool hash_ = false;
   bool failed_ = false;

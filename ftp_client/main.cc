@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "interrupt.h"
 #include "modes.h"
 #include "net/socket.h"
 
@@ -21,7 +22,8 @@ int main(int argc, char** argv) {
       "usage: ftp_client [options] ftp://[user[:pass]@]host[:port]/path   (batch)\n"
       "       ftp_client [options] [host [port]]                         (interactive)\n"
       "exit codes: 0 ok, 1 usage, 2 connect, 3 login, 4 server refused, 5 transfer broke off,\n"
-      "            6 local file error\noptions");
+      "            6 local file error, 130 interrupted (Ctrl-C; a running transfer is aborted)\n"
+      "options");
   opts.add_options()("help,h", "show this help")("output,o", po::value(&req.output),
                                                  "batch: write the download here ('-' = stdout)")(
       "put", po::value(&req.put), "batch: upload this local file to the URL's path")(
@@ -58,7 +60,10 @@ int main(int argc, char** argv) {
   options.san_upgrade = !no_upgrade;
   IgnoreSigpipe();
   signal(SIGXFSZ, SIG_IGN);  // a download past RLIMIT_FSIZE: EFBIG, exit code 6, not a core
-  if (!positional.empty() && positional[0].find("://") != std::string::npos) {
+  options.interrupted = interrupt::Pending;
+  const bool batch = !positional.empty() && positional[0].find("://") != std::string::npos;
+  interrupt::Install(batch ? interrupt::Outside::kExit : interrupt::Outside::kFlag);
+  if (batch) {
     if (positional.size() != 1) {
       fprintf(stderr, "ftp_client: one URL at a time\n");
       return kExitUsage;

@@ -18,6 +18,9 @@ enum ExitCode {
   kExitRemote = 4,    // the server refused the file operation (4xx/5xx)
   kExitTransfer = 5,  // the transfer broke off
   kExitLocal = 6,     // a local file could not be opened or written
+  // Ctrl-C (SIGINT): a running transfer was aborted (ABOR), or the run was stopped before one.
+  // 128 + SIGINT, what a shell reports for a program that SIGINT ended.
+  kExitInterrupted = 130,
 };
 
 struct BatchRequest {

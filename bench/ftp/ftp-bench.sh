@@ -32,7 +32,11 @@ BASE=/dev/shm
 TMP=$(mktemp -d "$BASE/ftp-bench.XXXXXX")
 chmod 755 "$TMP"
 SAN_PID=""; TCP_PID=""; VS_PID=""
+CPU_PERF_PID=""
 cleanup() {
+  if [ -n "$CPU_PERF_PID" ]; then  # a CPU-measuring daemon (perf's child) still running
+    for p in $(ps -o pid= --ppid "$CPU_PERF_PID"); do kill "$p" 2> /dev/null; done
+  fi
   for p in $SAN_PID $TCP_PID $VS_PID; do kill "$p" 2> /dev/null; done
   for p in $SAN_PID $TCP_PID $VS_PID; do wait "$p" 2> /dev/null; done
   rm -rf "$TMP"
@@ -168,15 +172,40 @@ copy() {  # <size>
 }
 
 # CPU of one SAN transfer, by stage (after the timed runs, so the measuring costs no wall time):
-# the client's task-clock from perf stat, the server session's from the daemon's reaped children
-# (cutime + cstime in /proc, clock ticks), read once the daemon has reaped the session (it does
-# within 200 ms). Prints "client_ms:server_ms".
-ticks_of_children() { awk '{ print $16 + $17 }' "/proc/$1/stat"; }
-cpu_of() {  # <size> <get|put>
-  local size=$1 op=$2 before after cl url
-  url="ftp://bench:bench@127.0.0.1:$SAN_PORT"
+# the client's task-clock from perf stat; the server session's from perf stat around a daemon of
+# its own that serves just this transfer (perf counts the daemon and, inherited, its forked and
+# exec'd session), less the median of an idle daemon's start and stop (cpu_idle). Both in ms with
+# perf's resolution (the daemon's reaped children in /proc were 10 ms ticks). Prints
+# "client_ms:server_ms".
+cpu_daemon_start() {  # <perf output>: sets CPU_PERF_PID (perf's pid) and CPU_PORT
+  local tries=0
+  rm -f "$TMP/port.cpu" "$1"
+  env FTP_BENCH=san perf stat -x, -e task-clock -o "$1" "$FTPD" -D --listen-address 127.0.0.1 \
+    --port 0 --port-file "$TMP/port.cpu" --users-file "$TMP/users" --login-fail-delay-ms 0 \
+    $CHROOT_FLAG > "$TMP/ftpd.cpu.log" 2>&1 &
+  CPU_PERF_PID=$!
+  while [ ! -s "$TMP/port.cpu" ] && [ $tries -lt 100 ]; do sleep 0.05; tries=$((tries + 1)); done
+  CPU_PORT=$(cat "$TMP/port.cpu" 2> /dev/null || echo 0)
+}
+cpu_daemon_stop() {  # <perf output>: stops the daemon (perf's child), prints its task-clock ms
+  local child tries=0
+  sleep 0.3  # the session has ended and been reaped
+  for child in $(ps -o pid= --ppid "$CPU_PERF_PID"); do kill "$child" 2> /dev/null; done
+  # Called in $(...), a subshell, which cannot wait for perf: wait for perf's report instead.
+  while ! grep -q task-clock "$1" 2> /dev/null && [ $tries -lt 100 ]; do
+    sleep 0.05; tries=$((tries + 1))
+  done
+  grep task-clock "$1" 2> /dev/null | cut -d, -f1
+}
+cpu_idle() {  # task-clock ms of a daemon started and stopped without a session
+  cpu_daemon_start "$TMP/srv.perf"
+  cpu_daemon_stop "$TMP/srv.perf"
+}
+cpu_of() {  # <size> <get|put> <idle daemon ms>
+  local size=$1 op=$2 idle=$3 cl sv url
+  cpu_daemon_start "$TMP/srv.perf"
+  url="ftp://bench:bench@127.0.0.1:$CPU_PORT"
   rm -f "$TMP/local/got" "$TMP/root/up/f$size"
-  before=$(ticks_of_children "$SAN_PID")
   if [ "$op" = get ]; then
     bounded perf stat -x, -e task-clock -o "$TMP/cpu.perf" "$CLIENT" --timeout 20000 \
       "$url/f$size" -o "$TMP/local/got" > /dev/null 2>&1
@@ -184,10 +213,10 @@ cpu_of() {  # <size> <get|put>
     bounded perf stat -x, -e task-clock -o "$TMP/cpu.perf" "$CLIENT" --timeout 20000 \
       --put "$TMP/root/f$size" "$url/up/f$size" > /dev/null 2>&1
   fi
-  sleep 0.3
-  after=$(ticks_of_children "$SAN_PID")
+  sv=$(cpu_daemon_stop "$TMP/srv.perf")
   cl=$(grep task-clock "$TMP/cpu.perf" 2> /dev/null | cut -d, -f1)
-  echo "${cl:--}:$(( (after - before) * 1000 / $(getconf CLK_TCK) ))"
+  sv=$(echo "${sv:-x} $idle" | awk '$1 ~ /^[0-9.]+$/ { printf "%.2f", $1 - $2; exit } { print "-" }')
+  echo "${cl:--}:$sv"
 }
 cp_cpu() {  # <size>: cp's task-clock
   rm -f "$TMP/local/got"
@@ -244,15 +273,19 @@ done
 
 # The stages' CPU (see cpu_of), up to 5 transfers per row within what is left of the budget.
 if command -v perf > /dev/null && perf stat -e task-clock true > /dev/null 2>&1; then
+  idles=""
+  for k in 1 2 3; do idles="$idles $(cpu_idle)"; done
+  set -- $(stats "$idles"); idle=$1
   echo "CPU ms per SAN transfer, median (min-max) of the runs: client (perf stat task-clock), server"
-  echo "session (reaped children of the daemon, $(getconf CLK_TCK) ticks/s), and cp of the same file"
+  echo "session (perf stat of a daemon serving only that transfer, less an idle daemon's $idle ms),"
+  echo "and cp of the same file"
   printf '%-10s %-4s %19s %19s %19s\n' size op client server cp
   for s in $SIZES; do
     for op in get put; do
       cl=""; sv=""; c=""
       for k in 1 2 3 4 5; do
         over_budget && break
-        v=$(cpu_of "$s" $op); cl="$cl ${v%:*}"; sv="$sv ${v#*:}"; c="$c $(cp_cpu "$s")"
+        v=$(cpu_of "$s" $op "$idle"); cl="$cl ${v%:*}"; sv="$sv ${v#*:}"; c="$c $(cp_cpu "$s")"
       done
       set -- $(stats "$cl"); a="$1 ($2)"
       set -- $(stats "$sv"); b="$1 ($2)"

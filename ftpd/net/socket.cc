@@ -4,7 +4,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/sendfile.h>
 
 #include <cerrno>
 
@@ -101,12 +100,10 @@ Result<size_t> Socket::Recv(void* buf, size_t len, int timeout_ms) const {
 }
 
 Result<size_t> Socket::RecvWaiting(void* buf, size_t len) const {
-  while (true) {
-    const ssize_t got = san_recv(fd_, buf, len, 0);
-    if (got >= 0) return static_cast<size_t>(got);
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status(ETIMEDOUT, "recv");
-    if (errno != EINTR) return Status::FromErrno("recv");
-  }
+  const ssize_t got = san_recv(fd_, buf, len, 0);
+  if (got >= 0) return static_cast<size_t>(got);
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return Status(ETIMEDOUT, "recv");
+  return Status::FromErrno("recv");
 }
 
 Status Socket::SetReceiveTimeout(int timeout_ms) const {
@@ -126,20 +123,34 @@ Result<size_t> Socket::SendSome(const void* data, size_t len) const {
   return Status::FromErrno("send");
 }
 
-Result<size_t> Socket::SendFileSome(int file_fd, size_t len) const {
-  // The socket may be blocking: make this one call nonblocking without touching its flags for
-  // anybody else is not possible with sendfile, so the socket is switched for the duration.
-  const int flags = san_fcntl(fd_, F_GETFL);
-  if (flags < 0) return Status::FromErrno("fcntl");
-  if (!(flags & O_NONBLOCK) && san_fcntl(fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
-    return Status::FromErrno("fcntl");
-  }
-  const ssize_t sent = sendfile(fd_, file_fd, nullptr, len);
-  const int err = errno;
-  if (!(flags & O_NONBLOCK)) san_fcntl(fd_, F_SETFL, flags);
+Result<size_t> Socket::SendFile(int file_fd, off_t* offset, size_t len) const {
+  const ssize_t sent = san_sendfile(fd_, file_fd, offset, len);
   if (sent >= 0) return static_cast<size_t>(sent);
-  if (err == EAGAIN || err == EINTR) return Status(EAGAIN, "sendfile");
-  return Status(err, "sendfile");
+  const int err = errno;
+  if (err == EAGAIN || err == EWOULDBLOCK) return Status(EAGAIN, "sendfile");
+  if (err == EINTR) return Status(EINTR, "sendfile");
+  return Status(err, IsConnectionErrno(err) ? "sendfile" : kLocalFileCall);
+}
+
+bool IsConnectionErrno(int err) {
+  switch (err) {
+    case EPIPE:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case ENOTCONN:
+    case ESHUTDOWN:
+    case ETIMEDOUT:
+    case ENETDOWN:
+    case ENETUNREACH:
+    case ENETRESET:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENOTSOCK:
+    case EDESTADDRREQ:
+      return true;
+    default:
+      return false;
+  }
 }
 
 namespace {
@@ -174,11 +185,9 @@ Status ErrorOf(int err, const char* call) {
 }  // namespace
 
 Result<size_t> Socket::RecvToFile(int file_fd, size_t len) const {
-  while (true) {
-    const ssize_t got = san_recvfile(fd_, file_fd, nullptr, len);
-    if (got >= 0) return static_cast<size_t>(got);
-    if (errno != EINTR) return ErrorOf(errno, "recvfile");
-  }
+  const ssize_t got = san_recvfile(fd_, file_fd, nullptr, len);
+  if (got >= 0) return static_cast<size_t>(got);
+  return ErrorOf(errno, "recvfile");
 }
 
 Status Socket::SetNonBlocking(bool on) const {
@@ -267,6 +276,11 @@ void Socket::SetNoDelay() const {
 
 void Socket::ShutdownWrite() const {
   if (fd_ >= 0) san_shutdown(fd_, SHUT_WR);
+}
+
+void Socket::ResetOnClose() const {
+  const linger reset{1, 0};
+  san_setsockopt(fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
 }
 
 void Socket::Close() {

@@ -59,6 +59,7 @@ class Socket {
   // timeout (SetReceiveTimeout; ETIMEDOUT when it passes). Unlike Recv this sleeps inside
   // san_recv, which is what lets sanlib offer the buffer to the sender as a single-copy window
   // (SAN_SINGLE_COPY): the sender then writes straight into buf. The socket must be blocking.
+  // EINTR status when a signal interrupts the wait (the caller decides whether to go on).
   Result<size_t> RecvWaiting(void* buf, size_t len) const;
   // SO_RCVTIMEO: how long one RecvWaiting may wait (ms > 0).
   Status SetReceiveTimeout(int timeout_ms) const;
@@ -66,14 +67,20 @@ class Socket {
   // when it would block, 0 bytes for EOF).
   Result<size_t> SendSome(const void* data, size_t len) const;
   Result<size_t> RecvSome(void* buf, size_t len) const;
-  // For a connection on kernel TCP (not Accelerated()): one nonblocking sendfile(2) of up to len
-  // bytes from file_fd's position, which it advances. 0 at end of file; kAgain status when the
-  // socket would block.
-  Result<size_t> SendFileSome(int file_fd, size_t len) const;
+  // san_sendfile: up to len bytes of file_fd from *offset, which is advanced by what was sent (the
+  // fd's own position is not used). On kernel TCP that is the kernel's sendfile(2) (no copy in
+  // user space); on a SAN connection sanlib reads the file into the channel. The socket should be
+  // nonblocking (SetNonBlocking) so the caller keeps control (ABOR, timeouts). Bytes sent (maybe
+  // fewer than len); 0 when *offset is at or past the file's end (also a file that shrank); kAgain
+  // status when the socket would block; EINTR status on a signal; a failure of the file (EIO,
+  // EINVAL, ...) as call() == kLocalFileCall, of the connection (EPIPE, ECONNRESET, ...)
+  // otherwise (IsConnectionErrno).
+  Result<size_t> SendFile(int file_fd, off_t* offset, size_t len) const;
   // san_recvfile: receives up to len bytes into file_fd at its position (advanced), straight from
   // the SAN channel's receive buffers (one copy, no buffer of ours; recv + write on plain TCP).
   // Bytes moved, 0 at EOF; kAgain status when it would block (O_NONBLOCK) or SO_RCVTIMEO passed;
-  // a failure of the file as call() == kLocalFileCall (its bytes stay queued in the socket).
+  // EINTR status on a signal; a failure of the file as call() == kLocalFileCall (its bytes stay
+  // queued in the socket).
   Result<size_t> RecvToFile(int file_fd, size_t len) const;
   // O_NONBLOCK on or off (for calls without a MSG_DONTWAIT: RecvToFile).
   Status SetNonBlocking(bool on) const;
@@ -95,6 +102,9 @@ class Socket {
   // (the in-band upgrade's) meet the peer's delayed ACK: 40 ms of nothing per session.
   void SetNoDelay() const;
   void ShutdownWrite() const;
+  // SO_LINGER 0: Close() then resets the connection instead of ending it with a FIN, so a peer
+  // that receives an upload sees a broken transfer, not a complete one (ftp_client's abort).
+  void ResetOnClose() const;
   void Close();
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
@@ -108,6 +118,11 @@ class Socket {
 // Returns 0 on timeout, -1 on error, else sets *a_ready / *b_ready.
 int WaitEither(const Socket& a, short a_events, const Socket& b, int timeout_ms, bool* a_ready,
                bool* b_ready);
+
+// Is err, from a send or sendfile on a connected stream socket, the connection's (EPIPE,
+// ECONNRESET, ...)? Anything else a sendfile reports is taken as the file's (EIO, EINVAL,
+// EOVERFLOW, ENOMEM, EBADF, ...): the two sets do not overlap on a connected socket.
+bool IsConnectionErrno(int err);
 
 // Ignore SIGPIPE process-wide (a peer that goes away must give EPIPE, not kill us).
 void IgnoreSigpipe();

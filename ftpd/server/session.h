@@ -88,6 +88,10 @@ class Session {
   void ResetData();
   void DoRetr(const Command& cmd);
   void DoStore(const Command& cmd, char kind);  // 'S' STOR, 'U' STOU, 'A' APPE
+  // A binary file from offset with san_sendfile, to its end.
+  TransferEnd SendFileBytes(int file_fd, uint64_t offset, const Socket& data, uint64_t* bytes);
+  // A listing (memory) or a file in TYPE A (read from its position and converted) through a
+  // buffer.
   TransferEnd SendFrom(int file_fd, const std::string* memory, const Socket& data, uint64_t* bytes);
   TransferEnd ReceiveInto(int file_fd, const Socket& data, uint64_t* bytes);
   // Waits for the data socket (events) or the control connection; kOk: go on and try again.
@@ -125,7 +129,7 @@ class Session {
 
   bool quit_ = false;
   bool in_transfer_ = false;
-  uint64_t transfer_bytes_ = 0;  // for STAT during a transfer
+  uint64_t transfer_bytes_ = 0;      // for STAT during a transfer
   std::deque<std::string> pending_;  // commands received during a transfer
 };
 

@@ -1,10 +1,10 @@
 // Session: data connections (PORT EPRT PASV EPSV) and transfers (RETR STOR STOU APPE, listings).
 //
-// With as few copies as each side allows: a binary download on the SAN path is sent from a leased
-// mapping of the file (net/file_source.h: san_send copies from the page cache into the channel),
-// one on kernel TCP (a client that is not sanlib) with sendfile(2), as other FTP servers do; a
-// binary upload goes from the channel's receive buffers into the file with san_recvfile. TYPE A
-// converts every byte, so it goes through a buffer both ways. Uploads of STOR go to a temporary
+// With as few copies as each side allows: a binary download is sent with san_sendfile (on kernel
+// TCP, a client that is not sanlib, the kernel's sendfile(2), as other FTP servers do; on the SAN
+// path sanlib reads the file into the channel); a binary upload goes from the channel's receive
+// buffers into the file with san_recvfile. TYPE A converts every byte, so it goes through a
+// buffer both ways. Uploads of STOR go to a temporary
 // name beside the target and are renamed into place only when complete, so an interrupted upload
 // never looks complete; APPE and REST+STOR extend the file in place and an interruption is logged
 // as incomplete ('i') in the xferlog.
@@ -21,7 +21,6 @@
 #include <optional>
 
 #include "fs/virtual_path.h"
-#include "net/file_source.h"
 #include "protocol/ascii.h"
 #include "protocol/reply.h"
 #include "server/session.h"
@@ -30,8 +29,10 @@ namespace san::ftp {
 namespace {
 
 constexpr size_t kChunk = 256 * 1024;
-// One san_recvfile asks for this much (no buffer of ours is involved).
+// One san_recvfile / san_sendfile asks for this much (no buffer of ours is involved; on a
+// nonblocking socket either moves what fits and returns).
 constexpr size_t kFileChunk = 1024 * 1024;
+constexpr size_t kSendFileChunk = kFileChunk;
 // While the data connection never blocks, the control connection is still looked at (for ABOR,
 // STAT, a vanished client) after every this many bytes.
 constexpr size_t kControlCheckBytes = 4 * 1024 * 1024;
@@ -234,96 +235,91 @@ Session::TransferEnd Session::WaitForData(const Socket& data, short events, int 
   return TransferEnd::kOk;
 }
 
+Session::TransferEnd Session::SendFileBytes(int file_fd, uint64_t offset, const Socket& data,
+                                            uint64_t* bytes) {
+  const int timeout_ms = config_.data_timeout_s * 1000;
+  // Nonblocking, so a slow peer is waited for here, in san_poll on data and control together
+  // (ABOR, STAT, the data timeout), never inside san_sendfile.
+  TransferEnd end = data.SetNonBlocking(true).ok() ? TransferEnd::kOk : TransferEnd::kDataError;
+  off_t pos = static_cast<off_t>(offset);
+  size_t since_check = 0;
+  in_transfer_ = true;
+  transfer_bytes_ = 0;
+  while (end == TransferEnd::kOk) {
+    Result<size_t> sent = data.SendFile(file_fd, &pos, kSendFileChunk);
+    if (!sent.ok()) {
+      if (sent.status().would_block()) {
+        end = WaitForData(data, POLLOUT, timeout_ms);
+      } else if (sent.status().code() != EINTR) {
+        // errno tells the file's failures (EIO, EINVAL, ...) from the connection's (EPIPE,
+        // ECONNRESET, ...): Socket::SendFile sorts them (IsConnectionErrno).
+        end = strcmp(sent.status().call(), kLocalFileCall) == 0 ? TransferEnd::kFileError
+                                                                : TransferEnd::kDataError;
+      }
+      continue;
+    }
+    // 0: the file ends here -- its end when the transfer began, or an earlier one if it was cut
+    // meanwhile (the reader gets fewer bytes than the 150 announced; the 226 and the xferlog
+    // count what was sent). A file that grew is sent to its new end.
+    if (*sent == 0) break;
+    *bytes += *sent;
+    transfer_bytes_ = *bytes;
+    // A peer that is never slow is still checked for ABOR now and then.
+    since_check += *sent;
+    if (since_check >= kControlCheckBytes) {
+      since_check = 0;
+      if (control_.Readable(0) && ControlInterrupted()) end = TransferEnd::kAborted;
+    }
+  }
+  in_transfer_ = false;
+  return end;
+}
+
 Session::TransferEnd Session::SendFrom(int file_fd, const std::string* memory, const Socket& data,
                                        uint64_t* bytes) {
   const int timeout_ms = config_.data_timeout_s * 1000;
+  std::unique_ptr<char[]> buf;
+  if (!memory) buf = std::make_unique<char[]>(kChunk);
   std::string converted;
   size_t mem_pos = 0;
   size_t since_check = 0;
   in_transfer_ = true;
   transfer_bytes_ = 0;
   TransferEnd end = TransferEnd::kOk;
-  // Kernel TCP and a file sent as is: the kernel moves it, no copy through our buffer.
-  const bool by_sendfile = !memory && binary_ && !data.Accelerated();
-  // Otherwise a file goes from a leased mapping where it can (san_send copies from the page
-  // cache), else through a buffer; TYPE A converts every byte anyway, so it reads.
-  std::optional<FileSource> source;
-  if (!memory && !by_sendfile) source.emplace(file_fd, binary_, kChunk);
-  int waited_ms = 0;  // for a stalled peer while sending from the mapping
-  while (true) {
-    size_t n = 0;        // bytes of the file
-    size_t on_wire = 0;  // bytes sent for them (TYPE A adds CRs)
-    if (by_sendfile) {
-      Result<size_t> sent = data.SendFileSome(file_fd, kChunk);
-      if (!sent.ok() && sent.status().would_block()) {
-        end = WaitForData(data, POLLOUT, timeout_ms);
-        if (end != TransferEnd::kOk) break;
+  while (end == TransferEnd::kOk) {
+    const char* out = nullptr;
+    size_t n = 0;        // bytes of the file (or listing)
+    size_t out_len = 0;  // bytes on the wire for them (TYPE A adds CRs)
+    if (memory) {
+      n = out_len = std::min(kChunk, memory->size() - mem_pos);
+      out = memory->data() + mem_pos;
+      mem_pos += n;
+    } else {
+      const ssize_t r = ::read(file_fd, buf.get(), kChunk);
+      if (r < 0) {
+        if (errno != EINTR) end = TransferEnd::kFileError;
         continue;
       }
+      n = static_cast<size_t>(r);
+      converted.clear();
+      AsciiEncode(buf.get(), n, &converted);  // TYPE A: LF -> CRLF on the wire
+      out = converted.data();
+      out_len = converted.size();
+    }
+    if (n == 0) break;
+    // Send the chunk; wait (watching the control connection for ABOR) only when the peer is slow.
+    size_t off = 0;
+    while (off < out_len && end == TransferEnd::kOk) {
+      Result<size_t> sent = data.SendSome(out + off, out_len - off);
       if (!sent.ok()) {
         end = TransferEnd::kDataError;
-        break;
-      }
-      if (*sent == 0) break;  // end of file
-      n = on_wire = *sent;
-    } else {
-      const char* in = nullptr;
-      if (memory) {
-        n = std::min(kChunk, memory->size() - mem_pos);
-        in = memory->data() + mem_pos;
-        mem_pos += n;
+      } else if (*sent > 0) {
+        off += *sent;
       } else {
-        Result<FileSource::Chunk> chunk = source->Next();
-        if (!chunk.ok()) {
-          end = TransferEnd::kFileError;
-          break;
-        }
-        in = chunk->data;
-        n = chunk->size;
-      }
-      if (n == 0) break;
-      const char* out = in;
-      size_t out_len = n;
-      if (!binary_ && !memory) {  // TYPE A: LF -> CRLF on the wire (listings are CRLF already)
-        converted.clear();
-        AsciiEncode(in, n, &converted);
-        out = converted.data();
-        out_len = converted.size();
-      }
-      on_wire = out_len;
-      // Send the chunk; wait (watching the control connection for ABOR) only when the peer is slow.
-      size_t off = 0;
-      while (off < out_len && end == TransferEnd::kOk) {
-        if (source && out == in) {
-          // Mapped memory is only ours while the file's lease holds: Pin says where the rest is.
-          const char* at = source->Pin(out + off, out_len - off);
-          if (at != out + off) {
-            out = in = at;
-            out_len -= off;
-            off = 0;
-          }
-        }
-        Result<size_t> sent = data.SendSome(out + off, out_len - off);
-        if (!sent.ok()) {
-          end = TransferEnd::kDataError;
-        } else if (*sent > 0) {
-          off += *sent;
-          waited_ms = 0;
-        } else if (source && source->mapped()) {
-          // A writer waiting for our lease gets it by force after lease-break-time (45 s by
-          // default), and the mapping could then end under us: wait in slices, Pin between.
-          const int slice = std::min(timeout_ms, FileSource::kLeaseCheckMs);
-          end = WaitForData(data, POLLOUT, slice);
-          if (end == TransferEnd::kTimeout && (waited_ms += slice) < timeout_ms) {
-            end = TransferEnd::kOk;
-          }
-        } else {
-          end = WaitForData(data, POLLOUT, timeout_ms);
-        }
+        end = WaitForData(data, POLLOUT, timeout_ms);
       }
     }
-    // A peer that is never slow is still checked for ABOR now and then.
-    since_check += on_wire;
+    since_check += out_len;
     if (end == TransferEnd::kOk && since_check >= kControlCheckBytes) {
       since_check = 0;
       if (control_.Readable(0) && ControlInterrupted()) end = TransferEnd::kAborted;
@@ -354,6 +350,7 @@ Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint6
     Result<size_t> got =
         to_file ? data.RecvToFile(file_fd, kFileChunk) : data.RecvSome(buf.get(), kChunk);
     if (!got.ok()) {
+      if (got.status().code() == EINTR) continue;
       if (!got.status().would_block()) {
         end = strcmp(got.status().call(), kLocalFileCall) == 0 ? TransferEnd::kFileError
                                                                : TransferEnd::kDataError;
@@ -366,8 +363,9 @@ Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint6
     const size_t n = *got;
     if (n == 0) {
       // EOF ends a stream-mode upload; but if the control connection is gone too, the client
-      // died mid-upload rather than finished it.
-      if (ControlInterrupted() && quit_) end = TransferEnd::kDataError;
+      // died mid-upload rather than finished it, and an ABOR already sent (a client that sends
+      // ABOR and then closes the data connection, as ftp_client on Ctrl-C) means it gave up.
+      if (ControlInterrupted()) end = quit_ ? TransferEnd::kDataError : TransferEnd::kAborted;
       break;
     }
     if (!to_file) {
@@ -482,7 +480,10 @@ void Session::DoRetr(const Command& cmd) {
                  std::to_string(st.st_size - static_cast<off_t>(offset)) + " bytes).");
   const auto start = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
-  const TransferEnd end = SendFrom(file->get(), nullptr, data.value(), &bytes);
+  // Binary: san_sendfile from the REST offset (the kernel's sendfile on TCP, one copy into the
+  // channel on SAN). TYPE A converts every byte, so it reads from the file position (lseek above).
+  const TransferEnd end = binary_ ? SendFileBytes(file->get(), offset, data.value(), &bytes)
+                                  : SendFrom(file->get(), nullptr, data.value(), &bytes);
   const double secs = SecondsSince(start);
   FinishTransfer(end, data.value(), bytes, secs);
   LogTransfer(*p, bytes, secs, false, end == TransferEnd::kOk);

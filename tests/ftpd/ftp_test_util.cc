@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -115,9 +116,24 @@ int WaitBounded(pid_t pid, int timeout_ms) {
   }
 }
 
+// In a forked child: a process group of its own, stdin from in, stdout and stderr into fresh
+// files, then the program (exit 127 if it cannot be run).
+[[noreturn]] void ExecRedirected(const std::vector<char*>& args, int in,
+                                 const std::string& out_path, const std::string& err_path) {
+  setpgid(0, 0);
+  const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  dup2(in, 0);
+  dup2(out, 1);
+  dup2(err, 2);
+  execvp(args[0], args.data());
+  _exit(127);
+}
+
 }  // namespace
 
-RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s, const std::string& input) {
+RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s,
+                     const std::string& input) {
   RunResult result;
   TempDir io;
   const std::string in_path = io / "in", out_path = io / "out", err_path = io / "err";
@@ -126,17 +142,7 @@ RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s, const 
   fflush(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return result;
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int in = open(in_path.c_str(), O_RDONLY);
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(err, 2);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
+  if (pid == 0) ExecRedirected(args, open(in_path.c_str(), O_RDONLY), out_path, err_path);
   const int status = WaitBounded(pid, timeout_s * 1000);
   kill(-pid, SIGKILL);  // anything it left behind in its process group
   if (status >= 0 && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
@@ -182,9 +188,20 @@ FtpdServer::FtpdServer(std::vector<std::string> extra, const std::string& alice_
   std::string alice = "alice:" + *hash + ":" + root_ + ":rw";
   if (!alice_system_user.empty()) alice.append(":").append(alice_system_user);
   WriteFile(dir_ / "users", alice + "\nbob:" + *hash + ":" + root_ + ":ro\n");
-  std::vector<std::string> argv = {FTPD_BIN, "-D", "--listen-address", "127.0.0.1", "-p", "0",
-                                   "--port-file", dir_ / "port", "--users-file", dir_ / "users",
-                                   "--xferlog", dir_ / "xferlog", "--login-fail-delay-ms", "50"};
+  std::vector<std::string> argv = {FTPD_BIN,
+                                   "-D",
+                                   "--listen-address",
+                                   "127.0.0.1",
+                                   "-p",
+                                   "0",
+                                   "--port-file",
+                                   dir_ / "port",
+                                   "--users-file",
+                                   dir_ / "users",
+                                   "--xferlog",
+                                   dir_ / "xferlog",
+                                   "--login-fail-delay-ms",
+                                   "50"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   if (!process_.Start(argv, dir_ / "ftpd.log")) return;
   for (int i = 0; i < 1000 && port_ <= 0; ++i) {  // up to 10 s
@@ -318,6 +335,153 @@ std::string ReadAll(int fd, int timeout_ms) {
   }
   close(fd);
   return out;
+}
+
+Interactive::~Interactive() {
+  CloseInput();
+  if (pid_ > 0) Wait(0);
+}
+
+bool Interactive::Start(const std::vector<std::string>& argv) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return false;
+  const std::string out_path = io_ / "out", err_path = io_ / "err";
+  std::vector<char*> args = Argv(argv);
+  fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    ExecRedirected(args, pipe_fds[0], out_path, err_path);
+  }
+  close(pipe_fds[0]);
+  input_ = pipe_fds[1];
+  pid_ = pid;
+  return true;
+}
+
+bool Interactive::Write(const std::string& text) {
+  if (input_ < 0) return false;
+  signal(SIGPIPE, SIG_IGN);  // a child that already left must not kill the test
+  return write(input_, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+}
+
+void Interactive::CloseInput() {
+  if (input_ >= 0) close(input_);
+  input_ = -1;
+}
+
+bool Interactive::Signal(int sig) const { return pid_ > 0 && kill(pid_, sig) == 0; }
+
+int Interactive::Wait(int timeout_ms) {
+  if (pid_ <= 0) return -1;
+  const int status = WaitBounded(pid_, timeout_ms);
+  kill(-pid_, SIGKILL);
+  pid_ = -1;
+  return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool Interactive::WaitForOutput(const std::string& text, int timeout_ms) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (out().find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+bool WaitForFileSize(const std::string& path, uint64_t bytes, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) >= bytes) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+bool WaitForEntrySize(const std::string& dir, const std::string& name_contains, uint64_t bytes,
+                      int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      struct stat st {};
+      if (e.path().filename().string().find(name_contains) != std::string::npos &&
+          stat(e.path().c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) >= bytes) {
+        return true;
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+bool MakeSparseFile(const std::string& path, uint64_t bytes) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const bool ok = ftruncate(fd, static_cast<off_t>(bytes)) == 0;
+  close(fd);
+  return ok;
+}
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool AcceptsConnections(int port) {
+  for (int i = 0; i < 1000; ++i) {  // up to 10 s
+    RawClient c(port);
+    if (c.connected()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+VsftpdServer::VsftpdServer() {
+  if (!HaveProgram("/usr/sbin/vsftpd")) {
+    skip_ = "vsftpd is not installed";
+    return;
+  }
+  if (geteuid() != 0) {
+    skip_ = "vsftpd needs root";
+    return;
+  }
+  passwd* ftp = getpwnam("ftp");
+  if (!ftp) {
+    skip_ = "no 'ftp' user for vsftpd's anonymous sessions";
+    return;
+  }
+  mkdir(root().c_str(), 0755);  // owned by root, not writable by ftp: vsftpd insists
+  mkdir((root() + "/incoming").c_str(), 0755);
+  if (chown((root() + "/incoming").c_str(), ftp->pw_uid, ftp->pw_gid) != 0) return;
+  mkdir((dir_ / "empty").c_str(), 0755);  // vsftpd's secure_chroot_dir: empty, root's
+  for (int attempt = 0; attempt < 5 && port_ <= 0; ++attempt) {
+    const int p = FreeLoopbackPort();
+    WriteFile(dir_ / "vsftpd.conf",
+              "listen=YES\nlisten_ipv6=NO\nbackground=NO\nlisten_address=127.0.0.1\n"
+              "listen_port=" +
+                  std::to_string(p) +
+                  "\n"
+                  "anonymous_enable=YES\nlocal_enable=NO\nno_anon_password=YES\nanon_root=" +
+                  root() +
+                  "\nwrite_enable=YES\nanon_upload_enable=YES\nanon_umask=022\n"
+                  "connect_from_port_20=NO\nseccomp_sandbox=NO\nisolate=NO\nisolate_network=NO\n"
+                  "secure_chroot_dir=" +
+                  dir_ / "empty" + "\nxferlog_enable=NO\nsyslog_enable=NO\nvsftpd_log_file=" +
+                  dir_ / "vsftpd.log" + "\ndual_log_enable=NO\n");
+    process_.Stop();
+    if (!process_.Start({"/usr/sbin/vsftpd", dir_ / "vsftpd.conf"}, dir_ / "vsftpd.out")) return;
+    if (AcceptsConnections(p)) port_ = p;
+  }
 }
 
 }  // namespace san::ftp::testing

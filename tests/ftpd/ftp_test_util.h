@@ -36,7 +36,8 @@ struct RunResult {
   std::string err;
 };
 // Runs argv to completion (stdin from `input`), killing it after timeout_s.
-RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s = 30, const std::string& input = "");
+RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s = 30,
+                     const std::string& input = "");
 
 // A child process running in the background until Stop (SIGTERM, then SIGKILL after 5 s).
 class Process {
@@ -52,11 +53,76 @@ class Process {
   int pid_ = -1;
 };
 
+// A child process whose stdin is a pipe the test writes to (interactive programs) and whose
+// stdout/stderr go to files, which can be signalled mid-run (SIGINT as Ctrl-C would send it).
+// The destructor kills and reaps it if it still runs.
+class Interactive {
+ public:
+  Interactive() = default;
+  ~Interactive();
+  bool Start(const std::vector<std::string>& argv);
+  bool Write(const std::string& text);  // to its stdin
+  void CloseInput();
+  bool Signal(int sig) const;
+  // Its exit code once it ended within timeout_ms; -1 if it did not (then it is killed) or died
+  // by a signal.
+  int Wait(int timeout_ms);
+  std::string out() const { return ReadFile(io_ / "out"); }
+  std::string err() const { return ReadFile(io_ / "err"); }
+  // Waits up to timeout_ms until its stdout contains `text`.
+  bool WaitForOutput(const std::string& text, int timeout_ms) const;
+
+ private:
+  TempDir io_;
+  int pid_ = -1;
+  int input_ = -1;
+};
+
+// Wait up to timeout_ms until the file at path (or an entry of dir whose name contains
+// name_contains) is at least `bytes` long: for "the transfer is running".
+bool WaitForFileSize(const std::string& path, uint64_t bytes, int timeout_ms);
+bool WaitForEntrySize(const std::string& dir, const std::string& name_contains, uint64_t bytes,
+                      int timeout_ms);
+// A sparse file of `bytes` (zeros that take no space): a transfer that cannot end soon.
+bool MakeSparseFile(const std::string& path, uint64_t bytes);
+
+// A loopback TCP port free right now (bound and released): for peers that cannot report the
+// port they chose. Another process may take it before the caller does.
+int FreeLoopbackPort();
+
+// Whether something accepts connections on the loopback port within 10 s.
+bool AcceptsConnections(int port);
+
+// vsftpd (root only, with the 'ftp' user) serving anonymous sessions on 127.0.0.1 from root()
+// (read-only, root's) with root()/incoming writable for uploads; started with a generated
+// config, stopped on destruction. ok() false if it could not be started (skip_reason() says why
+// when it is not installed or cannot run here).
+class VsftpdServer {
+ public:
+  VsftpdServer();
+  bool ok() const { return port_ > 0; }
+  const std::string& skip_reason() const { return skip_; }
+  int port() const { return port_; }
+  std::string root() const { return dir_ / "anon"; }
+  std::string base_url() const {
+    return "ftp://anonymous:x@127.0.0.1:" + std::to_string(port_) + "/";
+  }
+  std::string log_path() const { return dir_ / "vsftpd.out"; }
+  std::string log() const { return ReadFile(log_path()); }
+
+ private:
+  TempDir dir_;
+  Process process_;
+  int port_ = -1;
+  std::string skip_;
+};
+
 // ftpd -D on 127.0.0.1 with user alice/secret (root: root(), read-write; system user
 // alice_system_user if given) and bob/secret (root: root(), read-only); extra flags appended.
 class FtpdServer {
  public:
-  explicit FtpdServer(std::vector<std::string> extra = {}, const std::string& alice_system_user = "");
+  explicit FtpdServer(std::vector<std::string> extra = {},
+                      const std::string& alice_system_user = "");
   bool ok() const { return port_ > 0; }
   int port() const { return port_; }
   const std::string& root() const { return root_; }

@@ -35,29 +35,6 @@ namespace {
 #define REQUIRE_PROGRAM(p) \
   if (!HaveProgram(p)) GTEST_SKIP() << p << " is not installed"
 
-// A port free right now (bound and released): for peers that cannot report the port they chose.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Waits until something accepts connections on port (up to 10 s).
-bool WaitListening(int port) {
-  for (int i = 0; i < 1000; ++i) {
-    RawClient c(port);
-    if (c.connected()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 // Writes `n` pseudo-random bytes (RandomBytes `seed`) to `path`; returns their checksum, which the
 // copies the peers make must match.
 std::string WriteRandomFile(const std::string& path, size_t n, unsigned seed) {
@@ -465,7 +442,7 @@ TEST(FtpInterop, ClientUpgradesWhenThe234AndTheUpgradeShareASegment) {
     say("220 a server that upgrades\r\n");
     heard = ReadLineFrom(fd);  // FEAT
     say("211-Features:\r\n AUTH SAN\r\n211 End\r\n");
-    heard += "|" + ReadLineFrom(fd);  // AUTH SAN
+    heard.append("|").append(ReadLineFrom(fd));  // AUTH SAN (append: GCC 12 -Wrestrict)
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
     say("234 upgrading\r\n");
@@ -638,13 +615,13 @@ TEST(FtpInterop, FtpClientAgainstPureFtpd) {
   Process pure;
   int port = 0;
   for (int attempt = 0; attempt < 5 && !port; ++attempt) {
-    const int p = FreePort();
+    const int p = FreeLoopbackPort();
     pure.Stop();
     // -E: no anonymous; -A: chroot everyone; -H: no DNS; -u 1: nobody's uid is allowed.
     ASSERT_TRUE(pure.Start({prefix + "/usr/sbin/pure-ftpd", "-S", "127.0.0.1," + std::to_string(p),
                             "-l", "puredb:" + dir / "pdb", "-E", "-A", "-H", "-u", "1"},
                            dir / "pure.log"));
-    if (WaitListening(p)) port = p;
+    if (AcceptsConnections(p)) port = p;
   }
   ASSERT_NE(port, 0) << ReadFile(dir / "pure.log");
   const std::string base = "ftp://alice:secret@127.0.0.1:" + std::to_string(port) + "/";
@@ -670,44 +647,14 @@ TEST(FtpInterop, FtpClientAgainstPureFtpd) {
 }
 
 TEST(FtpInterop, FtpClientAgainstVsftpd) {
-  REQUIRE_PROGRAM("/usr/sbin/vsftpd");
-  if (geteuid() != 0) GTEST_SKIP() << "vsftpd needs root";
-  passwd* ftp = getpwnam("ftp");
-  if (!ftp) GTEST_SKIP() << "no 'ftp' user for vsftpd's anonymous sessions";
-  TempDir dir;
-  const std::string root = dir / "anon";
-  mkdir(root.c_str(), 0755);  // owned by root, not writable by ftp: vsftpd insists
-  mkdir((root + "/incoming").c_str(), 0755);
-  ASSERT_EQ(chown((root + "/incoming").c_str(), ftp->pw_uid, ftp->pw_gid), 0);
+  VsftpdServer vsftpd;
+  if (!vsftpd.skip_reason().empty()) GTEST_SKIP() << vsftpd.skip_reason();
+  ASSERT_TRUE(vsftpd.ok()) << vsftpd.log();
+  const std::string root = vsftpd.root();
   WriteFile(root + "/pub.bin", RandomBytes(4 << 20, 5));
   chmod((root + "/pub.bin").c_str(), 0644);
-  mkdir((dir / "empty").c_str(), 0755);  // vsftpd's secure_chroot_dir: empty, root's
-  Process vsftpd;
-  int port = 0;
-  for (int attempt = 0; attempt < 5 && !port; ++attempt) {
-    const int p = FreePort();
-    WriteFile(dir / "vsftpd.conf",
-              "listen=YES\nlisten_ipv6=NO\nbackground=NO\nlisten_address=127.0.0.1\n"
-              "listen_port=" +
-                  std::to_string(p) +
-                  "\n"
-                  "anonymous_enable=YES\nlocal_enable=NO\nno_anon_password=YES\nanon_root=" +
-                  root +
-                  "\n"
-                  "write_enable=YES\nanon_upload_enable=YES\nanon_umask=022\n"
-                  "connect_from_port_20=NO\nseccomp_sandbox=NO\nisolate=NO\nisolate_network=NO\n"
-                  "secure_chroot_dir=" +
-                  dir / "empty" +
-                  "\nxferlog_enable=NO\nsyslog_enable=NO\n"
-                  "vsftpd_log_file=" +
-                  dir / "vsftpd.log" + "\ndual_log_enable=NO\n");
-    vsftpd.Stop();
-    ASSERT_TRUE(vsftpd.Start({"/usr/sbin/vsftpd", dir / "vsftpd.conf"}, dir / "vsftpd.out"));
-    if (WaitListening(p)) port = p;
-  }
-  ASSERT_NE(port, 0) << ReadFile(dir / "vsftpd.out");
-  const std::string base = "ftp://anonymous:x@127.0.0.1:" + std::to_string(port) + "/";
-  ExpectGetsListAndResume(base, root, 4194304, dir / "vsftpd.out");
+  const std::string base = vsftpd.base_url();
+  ExpectGetsListAndResume(base, root, 4194304, vsftpd.log_path());
   TempDir local;
   WriteFile(local / "pub.bin", ReadFile(root + "/pub.bin"));
   RunResult put =
@@ -749,13 +696,13 @@ TEST(FtpInterop, FtpdUnderOpenbsdInetd) {
   Process inetd;
   int port = 0;
   for (int attempt = 0; attempt < 5 && !port; ++attempt) {
-    const int p = FreePort();
+    const int p = FreeLoopbackPort();
     WriteFile(dir / "inetd.conf", "127.0.0.1:" + std::to_string(p) + " stream tcp nowait " +
                                       me->pw_name + " " + FTPD_BIN + " ftpd --users-file " +
                                       dir / "users" + " --xferlog " + dir / "xferlog" + "\n");
     inetd.Stop();
     ASSERT_TRUE(inetd.Start({"/usr/sbin/inetd", "-d", dir / "inetd.conf"}, dir / "inetd.log"));
-    if (WaitListening(p)) port = p;
+    if (AcceptsConnections(p)) port = p;
   }
   ASSERT_NE(port, 0) << ReadFile(dir / "inetd.log");
   const std::string url = "ftp://alice:secret@127.0.0.1:" + std::to_string(port) + "/file.bin";

@@ -1,0 +1,33 @@
+// Ctrl-C (SIGINT) for ftp_client, netkit-ftp style: during a transfer it asks the transfer to stop
+// (FtpClient then sends ABOR and reads the server's replies); at the interactive prompt it gives a
+// new prompt; in batch mode, outside a transfer, it ends the program at once (kExitInterrupted).
+//
+// The handler only sets a flag (or calls _exit): the transfer loops poll Pending() between
+// chunks, and blocking waits return EINTR because the handler is installed without SA_RESTART
+// (sanlib's own threads block every signal, so the main thread is the one interrupted).
+// Thread-safety: one process-wide flag of sig_atomic_t; call Install once, from main, before any
+// other thread exists.
+#pragma once
+
+namespace san::ftp::interrupt {
+
+enum class Outside {
+  kFlag,  // interactive: only set the flag; the prompt loop clears it
+  kExit,  // batch: _exit(kExitInterrupted) unless a TransferScope is open
+};
+
+void Install(Outside outside);
+// SIGINT seen since the last Clear()?
+bool Pending();
+void Clear();
+
+// While one exists, SIGINT sets the flag instead of ending a batch run (Outside::kExit).
+class TransferScope {
+ public:
+  TransferScope();
+  ~TransferScope();
+  TransferScope(const TransferScope&) = delete;
+  TransferScope& operator=(const TransferScope&) = delete;
+};
+
+}  // namespace san::ftp::interrupt
