@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
   san::Result<std::unique_ptr<Acceptor>> acceptor = Acceptor::Listen(listen->host, listen->port);
   if (!acceptor.ok()) return Fail("listen on " + listen_text + ": " + acceptor.status().ToString());
   (*acceptor)->set_learn_peer_uids(!uids.empty());
+  config.listen_host = listen->host;
   NodeService service(std::move(config), std::move(auth), std::move(jail), acceptor->get());
   grpc::ServerBuilder builder;
   builder.RegisterService(&service);

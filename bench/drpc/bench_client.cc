@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "client/commands.h"
+#include "client/data_transfer.h"
 #include "client/ping_caller.h"
 #include "core/target.h"
 #include "transport/channel.h"
@@ -93,37 +94,30 @@ int RunClientProcess(const std::string& target_text, const std::string& token) {
           out += b;
         }
       }
-    } else if (verb == "push") {
-      std::string local, remote;
+    } else if (verb == "push" || verb == "pull") {
+      // push LOCAL REMOTE TIMEOUT_S HOW / pull REMOTE LOCAL TIMEOUT_S HOW; HOW: call or data
+      std::string from, to, how;
       uint32_t timeout_s = 0;
-      in >> local >> remote >> timeout_s;
+      in >> from >> to >> timeout_s >> how;
       CallSettings cs;
       cs.token = token;
       cs.timeout_ms = timeout_s * 1000;
       uint64_t bytes = 0;
+      const bool push = verb == "push";
       const Clock::time_point t0 = Clock::now();
-      if (!in || timeout_s == 0) {
-        out = "error bad push command";
-      } else if (!PushFile(channel, cs, local, remote, 0644, true, &bytes, &error)) {
-        out = "error " + OneLine(error);
+      bool ok = false;
+      if (!in || timeout_s == 0 || (how != "call" && how != "data")) {
+        error = "bad " + verb + " command";
+      } else if (how == "data") {
+        ok = (push ? PushOnDataConnection(stub.get(), *target, cs, from, to, 0644, true, &bytes,
+                                          &error)
+                   : PullOnDataConnection(stub.get(), *target, cs, from, to, &bytes, &error)) ==
+             DataOutcome::kDone;
       } else {
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        char b[64];
-        snprintf(b, sizeof b, "ok %llu %.6f", static_cast<unsigned long long>(bytes), s);
-        out = b;
+        ok = push ? PushFile(channel, cs, from, to, 0644, true, &bytes, &error)
+                  : PullFile(stub.get(), cs, from, to, &bytes, &error);
       }
-    } else if (verb == "pull") {
-      std::string remote, local;
-      uint32_t timeout_s = 0;
-      in >> remote >> local >> timeout_s;
-      CallSettings cs;
-      cs.token = token;
-      cs.timeout_ms = timeout_s * 1000;
-      uint64_t bytes = 0;
-      const Clock::time_point t0 = Clock::now();
-      if (!in || timeout_s == 0) {
-        out = "error bad pull command";
-      } else if (!PullFile(stub.get(), cs, remote, local, &bytes, &error)) {
+      if (!ok) {
         out = "error " + OneLine(error);
       } else {
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -239,15 +233,17 @@ bool BenchClient::Ping(int size, int n, std::vector<double>* us, std::string* er
 }
 
 bool BenchClient::Push(const std::string& local, const std::string& remote, uint32_t timeout_s,
-                       uint64_t* bytes, double* seconds, std::string* error) {
-  return Transfer("push " + local + " " + remote + " " + std::to_string(timeout_s), bytes, seconds,
-                  error);
+                       bool data, uint64_t* bytes, double* seconds, std::string* error) {
+  return Transfer(
+      "push " + local + " " + remote + " " + std::to_string(timeout_s) + (data ? " data" : " call"),
+      bytes, seconds, error);
 }
 
 bool BenchClient::Pull(const std::string& remote, const std::string& local, uint32_t timeout_s,
-                       uint64_t* bytes, double* seconds, std::string* error) {
-  return Transfer("pull " + remote + " " + local + " " + std::to_string(timeout_s), bytes, seconds,
-                  error);
+                       bool data, uint64_t* bytes, double* seconds, std::string* error) {
+  return Transfer(
+      "pull " + remote + " " + local + " " + std::to_string(timeout_s) + (data ? " data" : " call"),
+      bytes, seconds, error);
 }
 
 bool BenchClient::Transfer(const std::string& command, uint64_t* bytes, double* seconds,

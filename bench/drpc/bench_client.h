@@ -44,9 +44,10 @@ class BenchClient {
   pid_t pid() const { return pid_; }
 
   bool Ping(int size, int n, std::vector<double>* us, std::string* error);
-  bool Push(const std::string& local, const std::string& remote, uint32_t timeout_s,
+  // data: the bytes on a data connection (client/data_transfer.h), else in the call's messages.
+  bool Push(const std::string& local, const std::string& remote, uint32_t timeout_s, bool data,
             uint64_t* bytes, double* seconds, std::string* error);
-  bool Pull(const std::string& remote, const std::string& local, uint32_t timeout_s,
+  bool Pull(const std::string& remote, const std::string& local, uint32_t timeout_s, bool data,
             uint64_t* bytes, double* seconds, std::string* error);
 
  private:

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "client/data_transfer.h"
+#include "client/part_file.h"
 #include "client/ping_caller.h"
 #include "common/unique_fd.h"
 #include "core/checksum.h"
@@ -316,10 +318,9 @@ bool PullFile(Node::Stub* stub, const CallSettings& settings, const std::string&
   PullRequest req;
   req.set_path(remote);
   std::unique_ptr<grpc::ClientReader<FileChunk>> reader = stub->Pull(ctx.get(), req);
-  const std::string temp = local + ".drpc-part";
-  UniqueFd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!out.valid()) {
-    *error = "pull: " + temp + ": " + strerror(errno);
+  Result<PartFile> part = PartFile::Create(local);
+  if (!part.ok()) {
+    *error = "pull: " + local + ".drpc-part: " + strerror(part.status().code());
     ctx->TryCancel();
     reader->Finish();
     return false;
@@ -337,7 +338,7 @@ bool PullFile(Node::Stub* stub, const CallSettings& settings, const std::string&
     const std::string& d = chunk.data();
     size_t done = 0;
     while (done < d.size()) {
-      const ssize_t n = ::write(out.get(), d.data() + done, d.size() - done);
+      const ssize_t n = ::write(part->fd(), d.data() + done, d.size() - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         write_failed = true;
@@ -346,7 +347,7 @@ bool PullFile(Node::Stub* stub, const CallSettings& settings, const std::string&
       done += static_cast<size_t>(n);
     }
     if (write_failed) {
-      *error = "pull: write " + temp + ": " + strerror(errno);
+      *error = "pull: write " + part->temp() + ": " + strerror(errno);
       ctx->TryCancel();
       break;
     }
@@ -373,19 +374,11 @@ bool PullFile(Node::Stub* stub, const CallSettings& settings, const std::string&
       ok = false;
     }
   }
-  if (ok && ::close(out.release()) != 0) {
-    *error = "pull: close: " + std::string(strerror(errno));
+  if (ok && !part->Commit(error)) {
+    *error = "pull: " + *error;
     ok = false;
   }
-  if (ok && rename(temp.c_str(), local.c_str()) != 0) {
-    *error = "pull: rename to " + local + ": " + strerror(errno);
-    ok = false;
-  }
-  if (!ok) {
-    out.reset();
-    unlink(temp.c_str());
-    return false;
-  }
+  if (!ok) return false;
   *bytes = got;
   return true;
 }
@@ -416,18 +409,31 @@ HostResult RunCommandOnHost(const CliOptions& o, const CallSettings& cs, const T
       uint64_t bytes = 0;
       const bool push = o.command == Command::kPush;
       const std::string local = push ? o.local : PullDestination(o, host, cs.many_nodes);
+      // A data connection unless asked otherwise or the node has none (an older drpcd).
+      DataOutcome data = DataOutcome::kNotServed;
+      if (!o.in_call) {
+        data =
+            push ? PushOnDataConnection(stub.get(), target, cs, o.local, o.remote, o.mode,
+                                        o.overwrite, &bytes, &r.error)
+                 : PullOnDataConnection(stub.get(), target, cs, o.remote, local, &bytes, &r.error);
+      }
+      if (data == DataOutcome::kFailed) return r;
+      const bool in_call = data == DataOutcome::kNotServed;
       const bool ok =
-          push ? PushFile(channel, cs, o.local, o.remote, o.mode, o.overwrite, &bytes, &r.error)
-               : PullFile(stub.get(), cs, o.remote, local, &bytes, &r.error);
+          !in_call ||
+          (push ? PushFile(channel, cs, o.local, o.remote, o.mode, o.overwrite, &bytes, &r.error)
+                : PullFile(stub.get(), cs, o.remote, local, &bytes, &r.error));
       if (!ok) return r;
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       const double mbps = s > 0 ? static_cast<double>(bytes) / 1e6 / s : 0;
       out->Line(host, std::string(push ? "pushed " : "pulled ") + std::to_string(bytes) +
                           " bytes " + (push ? "to " + o.remote : "into " + local) + " (" +
-                          Fixed(mbps) + " MB/s, " + info.mode + ")");
+                          Fixed(mbps) + " MB/s, " + info.mode +
+                          (in_call ? ", in the call)" : ", data connection)"));
       r.ok = true;
       r.json = JsonUint("bytes", bytes) + JsonNumber("mb_per_s", mbps) + JsonText("local", local) +
-               JsonText("remote", o.remote) + JsonText("transport", info.mode);
+               JsonText("remote", o.remote) + JsonText("transport", info.mode) +
+               JsonText("bytes_carried_by", in_call ? "call" : "data connection");
       return r;
     }
     case Command::kSubmit:

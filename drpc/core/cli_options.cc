@@ -32,9 +32,9 @@ const std::vector<CommandInfo>& Commands() {
 }
 
 const std::set<std::string>& GlobalValueOptions() {
-  static const std::set<std::string> kOptions = {"--hosts", "-H", "--hostfile", "-f",
-                                                 "--token-file", "--timeout", "--connect-timeout",
-                                                 "--parallel"};
+  static const std::set<std::string> kOptions = {
+      "--hosts",      "-H",        "--hostfile",        "-f",
+      "--token-file", "--timeout", "--connect-timeout", "--parallel"};
   return kOptions;
 }
 
@@ -111,7 +111,8 @@ std::string ParseCommand(const CommandInfo& info, const std::vector<std::string>
   std::string mode_text = "644";
   switch (info.command) {
     case Command::kPing:
-      desc.add_options()("size", po::value<uint32_t>(&o->size))("count", po::value<uint32_t>(&o->count));
+      desc.add_options()("size", po::value<uint32_t>(&o->size))("count",
+                                                                po::value<uint32_t>(&o->count));
       break;
     case Command::kExec:
     case Command::kSubmit:
@@ -120,13 +121,15 @@ std::string ParseCommand(const CommandInfo& info, const std::vector<std::string>
       break;
     case Command::kPush:
       desc.add_options()("mode", po::value<std::string>(&mode_text))(
-          "overwrite", po::bool_switch(&o->overwrite));
+          "overwrite", po::bool_switch(&o->overwrite))("in-call", po::bool_switch(&o->in_call));
+      break;
+    case Command::kPull:
+      desc.add_options()("in-call", po::bool_switch(&o->in_call));
       break;
     case Command::kWait:
       desc.add_options()("wait", po::value<double>(&wait_s));
       break;
     case Command::kStatus:
-    case Command::kPull:
     case Command::kCancel:
       break;
   }
@@ -160,7 +163,8 @@ std::string ParseCommand(const CommandInfo& info, const std::vector<std::string>
     case Command::kPush:
     case Command::kPull: {
       if (positional.size() != 2) {
-        return name + (info.command == Command::kPush ? ": wants LOCAL REMOTE" : ": wants REMOTE LOCAL");
+        return name +
+               (info.command == Command::kPush ? ": wants LOCAL REMOTE" : ": wants REMOTE LOCAL");
       }
       o->local = positional[info.command == Command::kPush ? 0 : 1];
       o->remote = positional[info.command == Command::kPush ? 1 : 0];
@@ -193,8 +197,10 @@ const char* CommandName(Command c) {
 }
 
 const char* CliUsage() {
-  return "usage: drpc (--hosts N1,N2,.. | --hostfile F) [options] COMMAND [command options] [args]\n"
-         "  nodes: san://host[:port] (gRPC over SAN sockets) or host[:port] (kernel TCP), port 7467\n"
+  return "usage: drpc (--hosts N1,N2,.. | --hostfile F) [options] COMMAND [command options] "
+         "[args]\n"
+         "  nodes: san://host[:port] (gRPC over SAN sockets) or host[:port] (kernel TCP), port "
+         "7467\n"
          "options:\n"
          "  -H, --hosts LIST        comma-separated nodes\n"
          "  -f, --hostfile FILE     nodes, blank-separated, '#' comments\n"
@@ -207,8 +213,10 @@ const char* CliUsage() {
          "  ping   [--size BYTES] [--count N]            round trips, mean and p99\n"
          "  exec   [--env K=V].. [--cwd DIR] [--cmd-timeout S] [--] ARGV..\n"
          "  status                                      hostname, uptime, load, memory, transport\n"
-         "  push   [--mode OCTAL] [--overwrite] LOCAL REMOTE\n"
-         "  pull   REMOTE LOCAL                         several nodes: LOCAL.<node>\n"
+         "  push   [--mode OCTAL] [--overwrite] [--in-call] LOCAL REMOTE\n"
+         "  pull   [--in-call] REMOTE LOCAL             several nodes: LOCAL.<node>\n"
+         "         (the bytes go on a data connection of their own; --in-call: in the call's\n"
+         "         messages, as any gRPC client does)\n"
          "  submit [--env K=V].. [--cwd DIR] [--cmd-timeout S] [--] ARGV..   queue a task\n"
          "  wait   [--wait S] TASK_ID                   wait for a task, print its output\n"
          "  cancel TASK_ID\n"
@@ -260,8 +268,8 @@ CliParse ParseCli(const std::vector<std::string>& args) {
         "hostfile,f", po::value<std::string>(&o.hostfile))(
         "token-file", po::value<std::string>(&o.token_file))("json", po::bool_switch(&o.json))(
         "timeout", po::value<double>(&timeout_s))(
-        "connect-timeout", po::value<double>(&connect_timeout_s))(
-        "parallel", po::value<uint32_t>(&o.parallel));
+        "connect-timeout", po::value<double>(&connect_timeout_s))("parallel",
+                                                                  po::value<uint32_t>(&o.parallel));
     po::variables_map vm;
     po::store(po::command_line_parser(global).options(desc).run(), vm);
     po::notify(vm);
@@ -281,9 +289,8 @@ CliParse ParseCli(const std::vector<std::string>& args) {
       r.error = "--parallel is 1..4096";
       return r;
     }
-    r.error = ParseCommand(*info, std::vector<std::string>(args.begin() + static_cast<long>(i) + 1,
-                                                           args.end()),
-                           &o);
+    r.error = ParseCommand(
+        *info, std::vector<std::string>(args.begin() + static_cast<long>(i) + 1, args.end()), &o);
   } catch (const std::exception& e) {  // Boost reports bad options and values by exception
     r.error = e.what();
   }

@@ -6,8 +6,8 @@
 //   ping   [--size BYTES] [--count N]
 //   exec   [--env K=V].. [--cwd DIR] [--cmd-timeout S] [--] ARGV..
 //   status
-//   push   [--mode OCTAL] [--overwrite] LOCAL REMOTE
-//   pull   REMOTE LOCAL        (several hosts: LOCAL.<host> per host)
+//   push   [--mode OCTAL] [--overwrite] [--in-call] LOCAL REMOTE
+//   pull   [--in-call] REMOTE LOCAL        (several hosts: LOCAL.<host> per host)
 //   submit [--env K=V].. [--cwd DIR] [--cmd-timeout S] [--] ARGV..
 //   wait   [--wait S] TASK_ID
 //   cancel TASK_ID
@@ -28,9 +28,9 @@ namespace san::drpc {
 enum class Command { kPing, kExec, kStatus, kPush, kPull, kSubmit, kWait, kCancel };
 
 struct CliOptions {
-  std::string hosts;      // --hosts, as given
-  std::string hostfile;   // --hostfile
-  std::string token_file; // --token-file (default: $DRPC_TOKEN_FILE)
+  std::string hosts;       // --hosts, as given
+  std::string hostfile;    // --hostfile
+  std::string token_file;  // --token-file (default: $DRPC_TOKEN_FILE)
   bool json = false;
   uint32_t timeout_ms = 30000;         // per-call deadline
   uint32_t connect_timeout_ms = 3000;  // per-node connection set-up
@@ -50,14 +50,15 @@ struct CliOptions {
   std::string remote;
   uint32_t mode = 0644;
   bool overwrite = false;
+  bool in_call = false;  // the bytes in the call's messages instead of a data connection
   // wait, cancel
   uint64_t task_id = 0;
   uint32_t wait_ms = 30000;
 };
 
 struct CliParse {
-  bool help = false;      // --help: print Usage() and exit 0
-  std::string error;      // non-empty: print it (and the usage hint), exit 2
+  bool help = false;  // --help: print Usage() and exit 0
+  std::string error;  // non-empty: print it (and the usage hint), exit 2
   CliOptions options;
 };
 

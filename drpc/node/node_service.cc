@@ -1,5 +1,6 @@
 #include "node/node_service.h"
 
+#include "node/data_transfer.h"
 #include "node/file_transfer.h"
 #include "node/system_status.h"
 #include "transport/acceptor.h"
@@ -134,15 +135,26 @@ grpc::Status NodeService::Status(grpc::ServerContext* context, const StatusReque
 grpc::Status NodeService::Push(grpc::ServerContext* context, grpc::ServerReader<FileChunk>* reader,
                                PushSummary* summary) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  if (!jail_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "push: node has no --root");
+  if (!jail_)
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "push: node has no --root");
   return ReceivePush(*jail_, context, reader, summary);
 }
 
 grpc::Status NodeService::Pull(grpc::ServerContext* context, const PullRequest* request,
                                grpc::ServerWriter<FileChunk>* writer) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  if (!jail_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "pull: node has no --root");
+  if (!jail_)
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "pull: node has no --root");
   return SendPull(*jail_, context, *request, writer);
+}
+
+grpc::Status NodeService::Transfer(grpc::ServerContext* context, const TransferRequest* request,
+                                   grpc::ServerWriter<TransferEvent>* writer) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  if (!jail_) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "transfer: node has no --root");
+  }
+  return ServeTransfer(*jail_, config_.listen_host, context, *request, writer);
 }
 
 grpc::Status NodeService::Submit(grpc::ServerContext* context, const SubmitRequest* request,
@@ -162,7 +174,8 @@ grpc::Status NodeService::Wait(grpc::ServerContext* context, const TaskRef* requ
   uint32_t wait_ms = request->wait_ms();
   const auto left = context->deadline() - std::chrono::system_clock::now();
   const int64_t left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() - 200;
-  if (left_ms < static_cast<int64_t>(wait_ms)) wait_ms = left_ms > 0 ? static_cast<uint32_t>(left_ms) : 0;
+  if (left_ms < static_cast<int64_t>(wait_ms))
+    wait_ms = left_ms > 0 ? static_cast<uint32_t>(left_ms) : 0;
   Result<TaskSnapshot> snap = tasks_.Wait(request->task_id(), wait_ms);
   if (!snap.ok()) return FromSanStatus(snap.status());
   FillTask(snap.value(), reply);

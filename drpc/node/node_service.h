@@ -8,14 +8,15 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/command_policy.h"
-#include "proto/drpc_proto.h"
 #include "fs/jail.h"
 #include "node/auth.h"
 #include "node/exec_runner.h"
 #include "node/ping_server.h"
 #include "node/task_queue.h"
+#include "proto/drpc_proto.h"
 
 namespace san::drpc {
 
@@ -26,6 +27,7 @@ struct NodeConfig {
   uint32_t default_timeout_ms = 60000;
   uint32_t max_timeout_ms = 3600000;
   size_t task_slots = 2;
+  std::string listen_host = "0.0.0.0";  // where Transfer's data connections are offered
 };
 
 // Ping is served on gRPC's asynchronous API by a PingServer (node/ping_server.h): see there why.
@@ -42,6 +44,8 @@ class NodeService final : public AsyncPingService {
                     PushSummary* summary) override;
   grpc::Status Pull(grpc::ServerContext* context, const PullRequest* request,
                     grpc::ServerWriter<FileChunk>* writer) override;
+  grpc::Status Transfer(grpc::ServerContext* context, const TransferRequest* request,
+                        grpc::ServerWriter<TransferEvent>* writer) override;
   grpc::Status Submit(grpc::ServerContext* context, const SubmitRequest* request,
                       SubmitReply* reply) override;
   grpc::Status Wait(grpc::ServerContext* context, const TaskRef* request,

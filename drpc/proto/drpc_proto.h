@@ -9,6 +9,7 @@
 
 namespace san::drpc {
 
+using ::drpc::DataOffer;
 using ::drpc::ExecChunk;
 using ::drpc::ExecRequest;
 using ::drpc::ExecResult;
@@ -25,5 +26,7 @@ using ::drpc::SubmitReply;
 using ::drpc::SubmitRequest;
 using ::drpc::TaskRef;
 using ::drpc::TaskState;
+using ::drpc::TransferEvent;
+using ::drpc::TransferRequest;
 
 }  // namespace san::drpc

@@ -38,9 +38,9 @@ std::optional<uid_t> LearnPeerUid(int fd) {
   }
   return *uid;
 }
-}
+}  // namespace
 
-Result<std::unique_ptr<Acceptor>> Acceptor::Listen(const std::string& host, uint16_t port) {
+Result<int> ListenSan(const std::string& host, uint16_t port, int backlog, uint16_t* bound_port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -50,7 +50,7 @@ Result<std::unique_ptr<Acceptor>> Acceptor::Listen(const std::string& host, uint
   if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &list) != 0) {
     return Status(EINVAL, "listen: cannot resolve the listen address");
   }
-  std::unique_ptr<Acceptor> a(new Acceptor());
+  int listen_fd = -1;
   Status failed = Status(EADDRNOTAVAIL, "listen: no usable address");
   for (const addrinfo* ai = list; ai; ai = ai->ai_next) {
     const int fd = san_socket(ai->ai_family, SOCK_SAN | SOCK_CLOEXEC, 0);
@@ -65,21 +65,30 @@ Result<std::unique_ptr<Acceptor>> Acceptor::Listen(const std::string& host, uint
       san_close(fd);
       continue;
     }
-    if (san_listen(fd, 128) != 0) {
+    if (san_listen(fd, backlog) != 0) {
       failed = Status::FromErrno("listen");
       san_close(fd);
       continue;
     }
-    a->listen_fd_ = fd;
+    listen_fd = fd;
     break;
   }
   freeaddrinfo(list);
-  if (a->listen_fd_ < 0) return failed;
+  if (listen_fd < 0) return failed;
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
-  san_getsockname(a->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
-  a->port_ = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                                              : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  san_getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  *bound_port =
+      ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                       : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  return listen_fd;
+}
+
+Result<std::unique_ptr<Acceptor>> Acceptor::Listen(const std::string& host, uint16_t port) {
+  std::unique_ptr<Acceptor> a(new Acceptor());
+  Result<int> fd = ListenSan(host, port, 128, &a->port_);
+  if (!fd.ok()) return fd.status();
+  a->listen_fd_ = *fd;
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return Status::FromErrno("pipe2");
   a->wake_read_.reset(pipe_fds[0]);

@@ -31,6 +31,10 @@
 
 namespace san::drpc {
 
+// A listening SAN socket (SOCK_SAN: it accepts sanlib and plain TCP clients alike) on host:port
+// (port 0: the kernel picks; *bound_port gets the port). Closed with san_close.
+Result<int> ListenSan(const std::string& host, uint16_t port, int backlog, uint16_t* bound_port);
+
 class Acceptor {
  public:
   // Binds host:port (port 0: the kernel picks; see port()) and listens.

@@ -13,8 +13,8 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "san/san.h"
@@ -99,8 +99,7 @@ std::string DescribeSocket(int fd) {
   }
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, uint32_t timeout_ms,
-                                           std::string* error, ChannelInfo* info) {
+int ConnectTarget(const Target& target, uint32_t timeout_ms, std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -110,7 +109,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, uint32_t timeou
   const int gai = getaddrinfo(target.host.c_str(), port.c_str(), &hints, &list);
   if (gai != 0) {
     *error = "resolve " + target.host + ": " + gai_strerror(gai);
-    return nullptr;
+    return -1;
   }
   int fd = -1;
   std::string last;
@@ -121,10 +120,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, uint32_t timeou
     }
   }
   freeaddrinfo(list);
-  if (fd < 0) {
-    *error = last.empty() ? std::string("no address for ") + target.host : last;
-    return nullptr;
-  }
+  if (fd < 0) *error = last.empty() ? std::string("no address for ") + target.host : last;
+  return fd;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, uint32_t timeout_ms,
+                                           std::string* error, ChannelInfo* info) {
+  const int fd = ConnectTarget(target, timeout_ms, error);
+  if (fd < 0) return nullptr;
   if (info) info->mode = DescribeSocket(fd);
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);

@@ -31,6 +31,11 @@ struct ChannelInfo {
   std::string mode;  // "shm", "tcp", or "tcp (fallback reason)" from san_getinfo
 };
 
+// Resolves the target and connects within timeout_ms (each address in turn): a SAN socket for a
+// san:// target, a kernel one otherwise, nonblocking, TCP_NODELAY set; close it with san_close.
+// -1 on failure, with *error as for MakeChannel.
+int ConnectTarget(const Target& target, uint32_t timeout_ms, std::string* error);
+
 // Resolves the target, connects within timeout_ms (each address in turn), and wraps the socket
 // in a channel. On failure *error says what failed ("connect 127.0.0.1:7467: Connection refused").
 std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, uint32_t timeout_ms,

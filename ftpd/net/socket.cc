@@ -132,27 +132,6 @@ Result<size_t> Socket::SendFile(int file_fd, off_t* offset, size_t len) const {
   return Status(err, IsConnectionErrno(err) ? "sendfile" : kLocalFileCall);
 }
 
-bool IsConnectionErrno(int err) {
-  switch (err) {
-    case EPIPE:
-    case ECONNRESET:
-    case ECONNABORTED:
-    case ENOTCONN:
-    case ESHUTDOWN:
-    case ETIMEDOUT:
-    case ENETDOWN:
-    case ENETUNREACH:
-    case ENETRESET:
-    case EHOSTDOWN:
-    case EHOSTUNREACH:
-    case ENOTSOCK:
-    case EDESTADDRREQ:
-      return true;
-    default:
-      return false;
-  }
-}
-
 namespace {
 
 // san_recvfile reports the socket's errors and the file's in one errno. These are the ones recv(2)

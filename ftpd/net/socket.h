@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "common/connection_errno.h"
 #include "common/status.h"
 #include "protocol/address.h"
 
@@ -118,11 +119,6 @@ class Socket {
 // Returns 0 on timeout, -1 on error, else sets *a_ready / *b_ready.
 int WaitEither(const Socket& a, short a_events, const Socket& b, int timeout_ms, bool* a_ready,
                bool* b_ready);
-
-// Is err, from a send or sendfile on a connected stream socket, the connection's (EPIPE,
-// ECONNRESET, ...)? Anything else a sendfile reports is taken as the file's (EIO, EINVAL,
-// EOVERFLOW, ENOMEM, EBADF, ...): the two sets do not overlap on a connected socket.
-bool IsConnectionErrno(int err);
 
 // Ignore SIGPIPE process-wide (a peer that goes away must give EPIPE, not kill us).
 void IgnoreSigpipe();

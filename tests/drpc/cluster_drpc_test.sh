@@ -8,6 +8,7 @@
 #   - plain TCP to n2: kernel TCP;
 #   - n3: reported as failed (connection refused), the others succeed, exit status 1;
 #   - --json agrees; exec runs on both live hosts, each line prefixed with its host;
+#   - push and pull on data connections: to n1 over shm, to n2 over TCP across hosts, byte-exact;
 #   - the Unix-user check (drpcd --allow-uid 0 on n1): root on n1 is admitted without a token,
 #     root on n2 is not (another host: its uid means nothing on n1).
 # Exit 0 pass, 1 fail, 77 cannot run here (not root, no `ip netns`, not built): ctest SKIP.
@@ -43,7 +44,9 @@ chmod 600 "$TOKEN"
 # drpcd on n1 and n2, port chosen by the kernel (each host has its own port space).
 for i in 1 2; do
   extra=; [ $i = 1 ] && extra="--allow-uid 0"
+  mkdir -p "$TMP/root$i"
   "$C" exec $i "$DRPCD" --listen "$("$C" addr $i):0" --port-file "$TMP/port$i" $extra \
+    --root "$TMP/root$i" \
     --token-file "$TOKEN" --allow-cmd /bin/echo --allow-cmd /bin/sh > "$TMP/drpcd$i.log" 2>&1 &
   PIDS="$PIDS $!"
 done
@@ -95,6 +98,23 @@ check "json n3 failed" grep -q "\"host\":\"$N3\",\"ok\":false" "$TMP/ping.json"
 drpc --hosts "$N1,$N2S" ping --count 3 > "$TMP/ping2.out" 2>&1
 rc=$?
 check "live hosts only: exit 0 (got $rc: $(cat "$TMP/ping2.out"))" test $rc = 0
+
+# Push to both live hosts and pull back from each: the data connection is offered on the node's
+# listen address and opened from another host (n2) as from the same one (n1).
+head -c 3000000 /dev/urandom > "$TMP/payload"
+drpc --hosts "$N1,$N2S" push "$TMP/payload" payload > "$TMP/push.out" 2>&1
+rc=$?
+echo "--- push (exit $rc):"; cat "$TMP/push.out"
+check "push exit 0" test $rc = 0
+check "push to n1 on a data connection" grep -q "^$N1: pushed 3000000 bytes .*data connection" "$TMP/push.out"
+check "push to n2 on a data connection" grep -q "^$N2S: pushed 3000000 bytes .*data connection" "$TMP/push.out"
+check "n1 has it" cmp -s "$TMP/payload" "$TMP/root1/payload"
+check "n2 has it" cmp -s "$TMP/payload" "$TMP/root2/payload"
+drpc --hosts "$N2T" pull payload "$TMP/back" > "$TMP/pull.out" 2>&1
+rc=$?
+echo "--- pull from n2 over tcp (exit $rc):"; cat "$TMP/pull.out"
+check "pull exit 0" test $rc = 0
+check "pulled byte-exact" cmp -s "$TMP/payload" "$TMP/back"
 
 # Unix-user check: no token, from n1 itself (admitted: root, local) and from n2 (refused).
 "$C" exec 1 "$DRPC" --hosts "$N1,$A1:$P1" status > "$TMP/uid1.out" 2>&1

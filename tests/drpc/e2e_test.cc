@@ -222,47 +222,72 @@ TEST_F(DrpcE2e, SanBulkStreams) {
     ASSERT_EQ(big.exit_code, 0) << "round " << round << ": " << big.err;
     EXPECT_EQ(CountLines(big.out, San(d) + ": line"), 200000);
     RunResult push = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10",
-                           "push", "--overwrite", dir_.Join("payload"), "p"});
+                           "push", "--in-call", "--overwrite", dir_.Join("payload"), "p"});
     ASSERT_EQ(push.exit_code, 0) << "round " << round << ": " << push.err;
     RunResult pull = Drpc({"--hosts", San(d), "--token-file", token_file_, "--timeout", "10",
-                           "pull", "p", dir_.Join("back")});
+                           "pull", "--in-call", "p", dir_.Join("back")});
     ASSERT_EQ(pull.exit_code, 0) << "round " << round << ": " << pull.err;
     EXPECT_EQ(ReadFile(dir_.Join("back")), data);
   }
 }
 
-// Push sends its data as raw gRPC slices with framing of its own (client/file_push.h): the sizes
-// around the 256 KiB chunk and the empty file arrive byte-exact, the node's summary (bytes and
-// CRC-32C) agrees, over SAN and TCP; a push the node refuses reports the node's reason.
-TEST_F(DrpcE2e, PushChunkBoundariesBothTransports) {
+// Push and Pull, both ways of carrying the bytes -- in the call's messages (Push's raw gRPC
+// slices with framing of its own, client/file_push.h; the node's CRC-32C agrees) and on a data
+// connection (client/data_transfer.h) -- over SAN and TCP: the sizes around the 256 KiB chunk and
+// the empty file arrive byte-exact both ways; a push the node refuses reports the node's reason.
+TEST_F(DrpcE2e, PushPullChunkBoundariesBothWaysBothTransports) {
   Daemon d;
   ASSERT_TRUE(d.Start(dir_.path(), "127.0.0.1", NodeArgs())) << d.log();
   std::mt19937 rng(3);
   const size_t chunk = 256 * 1024;
   const size_t sizes[] = {0, 1, 127, 128, chunk - 1, chunk, chunk + 1, 3 * chunk + 17};
   for (bool san : {true, false}) {
-    const std::string target = san ? San(d) : Tcp(d);
-    for (size_t size : sizes) {
-      std::string data(size, '\0');
-      for (char& c : data) c = static_cast<char>(rng());
-      const std::string name = "f" + std::to_string(size) + (san ? "s" : "t");
-      WriteFile(dir_.Join(name), data);
-      RunResult push = Drpc({"--hosts", target, "--token-file", token_file_, "--timeout", "20",
-                             "push", dir_.Join(name), name});
-      ASSERT_EQ(push.exit_code, 0) << target << " size " << size << ": " << push.err;
-      EXPECT_NE(push.out.find("pushed " + std::to_string(size) + " bytes"), std::string::npos)
-          << push.out;
-      EXPECT_EQ(ReadFile(root_ + "/" + name), data) << target << " size " << size;
+    for (bool in_call : {true, false}) {
+      const std::string target = san ? San(d) : Tcp(d);
+      const std::string how = in_call ? "in the call" : "data connection";
+      const std::string suffix = std::string(san ? "s" : "t") + (in_call ? "c" : "d");
+      std::vector<std::string> way;
+      if (in_call) way.push_back("--in-call");
+      for (size_t size : sizes) {
+        std::string data(size, '\0');
+        for (char& c : data) c = static_cast<char>(rng());
+        const std::string name = "f" + std::to_string(size) + suffix;
+        WriteFile(dir_.Join(name), data);
+        std::vector<std::string> args = {"--hosts",   target, "--token-file", token_file_,
+                                         "--timeout", "20",   "push"};
+        args.insert(args.end(), way.begin(), way.end());
+        args.insert(args.end(), {dir_.Join(name), name});
+        RunResult push = Drpc(args);
+        ASSERT_EQ(push.exit_code, 0)
+            << target << " " << how << " size " << size << ": " << push.err;
+        EXPECT_NE(push.out.find("pushed " + std::to_string(size) + " bytes"), std::string::npos)
+            << push.out;
+        EXPECT_NE(push.out.find(how), std::string::npos) << push.out;
+        EXPECT_EQ(ReadFile(root_ + "/" + name), data) << target << " " << how << " size " << size;
+        args = {"--hosts", target, "--token-file", token_file_, "--timeout", "20", "pull"};
+        args.insert(args.end(), way.begin(), way.end());
+        args.insert(args.end(), {name, dir_.Join(name + ".back")});
+        RunResult pull = Drpc(args);
+        ASSERT_EQ(pull.exit_code, 0)
+            << target << " " << how << " size " << size << ": " << pull.err;
+        EXPECT_EQ(ReadFile(dir_.Join(name + ".back")), data)
+            << target << " " << how << " size " << size;
+      }
+      std::vector<std::string> again = {"--hosts", target, "--token-file", token_file_, "push"};
+      again.insert(again.end(), way.begin(), way.end());
+      again.insert(again.end(), {dir_.Join("f1" + suffix), "f1" + suffix});
+      RunResult refused = Drpc(again);
+      EXPECT_EQ(refused.exit_code, 1);
+      EXPECT_NE(refused.err.find("ALREADY_EXISTS"), std::string::npos) << refused.err;
+      RunResult not_file =
+          Drpc({"--hosts", target, "--token-file", token_file_, "push", dir_.path(), "dir"});
+      EXPECT_EQ(not_file.exit_code, 1);
+      EXPECT_NE(not_file.err.find("not a regular file"), std::string::npos) << not_file.err;
     }
-    RunResult again = Drpc({"--hosts", target, "--token-file", token_file_, "push",
-                            dir_.Join("f1s"), san ? "f1s" : "f1t"});
-    EXPECT_EQ(again.exit_code, 1);
-    EXPECT_NE(again.err.find("ALREADY_EXISTS"), std::string::npos) << again.err;
-    RunResult not_file =
-        Drpc({"--hosts", target, "--token-file", token_file_, "push", dir_.path(), "dir"});
-    EXPECT_EQ(not_file.exit_code, 1);
-    EXPECT_NE(not_file.err.find("not a regular file"), std::string::npos) << not_file.err;
   }
+  // Only the pushed files are in the root: no temporaries.
+  RunResult listing = RunProgram({"/bin/sh", "-c", "ls -A " + root_ + " | grep -c drpc"});
+  EXPECT_EQ(listing.out, "0\n");
 }
 
 // Push and Pull move bytes exactly, and only inside the root: no "..", no way out by symlink.
