@@ -8,7 +8,9 @@
 # Every run measures all four back to back (same-run baselines); the table gives the median of
 # the runs and, below it, min-max. MB/s = 10^6 bytes / second of wall time of the client command
 # (connect, login and teardown included, as a user sees it); "xfer" is the transfer alone as
-# ftp_client reports it ("N bytes in S s"). Every copy is compared with its source; a failed or
+# ftp_client reports it ("N bytes in S s"; SOVIA's Table I used the client's reported time too),
+# and for vsftpd as vsftpd logs it (its rate around the data transfer; lftp prints none below 1 s).
+# Every copy is compared with its source; a failed or
 # timed-out transfer counts as "-" and is reported on stderr.
 # Bounded: every command runs under timeout(1) (45 s), lftp and ftp_client have 20 s network
 # timeouts, and no new measurement starts once the budget (default 480 s) is spent, so an
@@ -134,7 +136,8 @@ seccomp_sandbox=NO
 isolate=NO
 isolate_network=NO
 secure_chroot_dir=$TMP/empty
-xferlog_enable=NO
+xferlog_enable=YES
+xferlog_std_format=NO
 syslog_enable=NO
 vsftpd_log_file=$TMP/vsftpd.log
 CONF
@@ -144,7 +147,7 @@ CONF
 fi
 LFTP_SET="set net:max-retries 1; set net:timeout 20; set net:reconnect-interval-base 1; set ftp:ssl-allow no; set xfer:clobber yes"
 theirs() {  # <size> <get|put>
-  local size=$1 op=$2 open t0 t1 rc out
+  local size=$1 op=$2 open t0 t1 rc out xfer
   [ -n "$VSFTPD_PORT" ] || return
   rm -f "$TMP/local/got" "$TMP/anon/incoming/f$size"
   open="$LFTP_SET; open -u anonymous,x ftp://127.0.0.1:$VSFTPD_PORT"
@@ -159,10 +162,14 @@ theirs() {  # <size> <get|put>
   t1=$(now)
   if [ $rc -ne 0 ] || ! same "$TMP/anon/f$size" "$out"; then
     echo "ftp-bench: lftp $op $size failed (exit $rc): $(tail -1 "$TMP/lftp.log")" >&2
-    echo "-"
+    echo "-:-"
     return
   fi
-  mbps "$size" "$t0" "$t1"
+  # vsftpd's own log line for it ("OK DOWNLOAD: ..., N bytes, R Kbyte/sec", KiB/s it measured
+  # around the data transfer alone): the transfer rate beside the wall time, as ours reports.
+  xfer=$(grep -E "OK (DOWNLOAD|UPLOAD):.*f$size\", $size bytes" "$TMP/vsftpd.log" 2> /dev/null |
+    tail -1 | sed -n 's/.* \([0-9.]*\)Kbyte\/sec.*/\1/p' | awk '{ printf "%.0f", $1 * 1024 / 1e6 }')
+  echo "$(mbps "$size" "$t0" "$t1"):${xfer:--}"
 }
 copy() {  # <size>
   local size=$1 t0 t1
@@ -240,7 +247,8 @@ while [ $run -lt "$RUNS" ]; do
       v=$(ours SAN_PROVIDER=off "$TCP_PORT" "$s" $op)
       eval "${row}_tcp=\"\${${row}_tcp:-} ${v%:*}\"; ${row}_tcpx=\"\${${row}_tcpx:-} ${v#*:}\""
       v=$(theirs "$s" $op)
-      eval "${row}_vs=\"\${${row}_vs:-} $v\""
+      [ -n "$v" ] || v="-:-"
+      eval "${row}_vs=\"\${${row}_vs:-} ${v%:*}\"; ${row}_vsx=\"\${${row}_vsx:-} ${v#*:}\""
       v=$(copy "$s")
       eval "${row}_cp=\"\${${row}_cp:-} $v\""
     done
@@ -250,22 +258,22 @@ done
 
 echo "ftp-bench: MB/s (10^6 B/s) of wall time, median of $run runs (the last may be partial if the budget ran out), min-max below; files on $BASE"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs (shared machines: expect noise)"
-printf '%-10s %-4s %13s %13s %13s %13s %13s %13s %8s %8s %8s\n' size op san "san xfer" tcp \
-  "tcp xfer" vsftpd cp san/cp san/vsftpd xfer/cp
+printf '%-10s %-4s %13s %13s %13s %13s %13s %13s %13s %8s %8s %8s %8s\n' size op san "san xfer" \
+  tcp "tcp xfer" vsftpd "vsftpd xfer" cp san/cp san/vsftpd xfer/cp "xfer/vs x"
 for s in $SIZES; do
   for op in get put; do
     row="R_${s}_${op}"
     line1=""; line2=""
-    for col in san sanx tcp tcpx vs cp; do
+    for col in san sanx tcp tcpx vs vsx cp; do
       eval "vals=\"\${${row}_${col}:-}\""
       set -- $(stats "$vals")
       eval "med_$col=$1"
       line1="$line1 $(printf '%13s' "$1")"
       line2="$line2 $(printf '%13s' "$2")"
     done
-    ratios=$(echo "$med_san $med_cp $med_vs $med_sanx" | awk '
+    ratios=$(echo "$med_san $med_cp $med_vs $med_sanx $med_vsx" | awk '
       function r(a, b) { return (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) ? sprintf("%.2f", a / b) : "-" }
-      { printf "%8s %8s %8s", r($1, $2), r($1, $3), r($4, $2) }')
+      { printf "%8s %8s %8s %8s", r($1, $2), r($1, $3), r($4, $2), r($4, $5) }')
     printf '%-10s %-4s%s %s\n' "$s" "$op" "$line1" "$ratios"
     printf '%-10s %-4s%s\n' "" "" "$line2"
   done
