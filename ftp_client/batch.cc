@@ -29,6 +29,13 @@ int TransferFailure(const FtpClient& client, const Status& st, const char* what)
     fprintf(stderr, "%s\n", t.code ? ")" : "");
     return kExitInterrupted;
   }
+  if (strcmp(st.call(), kReplyInterruptedCall) == 0) {
+    // Ctrl-C before the transfer began (waiting for EPSV's or the 150) or after its data (the
+    // 226): nothing more is said to the server; exiting closes the connection.
+    fprintf(stderr, "ftp_client: %s interrupted waiting for the server's reply after %llu bytes\n",
+            what, static_cast<unsigned long long>(client.last_stats().bytes));
+    return kExitInterrupted;
+  }
   if (strcmp(st.call(), kLocalFileCall) == 0) {
     fprintf(stderr, "ftp_client: %s failed: local file: %s\n", what, strerror(st.code()));
     return kExitLocal;

@@ -77,16 +77,33 @@ Status FtpClient::Open(const std::string& host, uint16_t port) {
   binary_ = false;  // RFC 959: a session starts in TYPE A
   control_.SetNoDelay();
   reader_.emplace(control_, 64 * 1024);
-  Result<Reply> greeting = ReadReply();
-  if (!greeting.ok()) return greeting.status();
+  owed_.CommandSent();  // the greeting
+  // An interrupt while the session is being set up leaves nothing worth keeping: after AUTH SAN
+  // the stream is not even known to be FTP any more. The connection is closed.
+  Result<Reply> greeting = ReadReply(Wakeable::kYes);
+  if (!greeting.ok()) {
+    Close();
+    return greeting.status();
+  }
   greeting_ = greeting.value();
-  if (greeting->code != 220) return Status(ECONNREFUSED, "server refused the session");
+  if (greeting->code != 220) {
+    Close();
+    return Status(ECONNREFUSED, "server refused the session");
+  }
   if (options_.san_upgrade && !control_.Accelerated()) {
     Result<Reply> feat = Command("FEAT");
+    if (!feat.ok() && strcmp(feat.status().call(), kReplyInterruptedCall) == 0) {
+      Close();
+      return feat.status();
+    }
     if (feat.ok() && feat->code == 211 && feat->text.find("AUTH SAN") != std::string::npos) {
       // The server starts the upgrade right behind its 234: read exactly the reply.
       const Status sent = SendLine("AUTH SAN");
-      Result<Reply> auth = sent.ok() ? ReadReply(true) : Result<Reply>(sent);
+      Result<Reply> auth = sent.ok() ? ReadReply(Wakeable::kYes, true) : Result<Reply>(sent);
+      if (!auth.ok() && strcmp(auth.status().call(), kReplyInterruptedCall) == 0) {
+        Close();
+        return auth.status();
+      }
       if (auth.ok() && auth->code == 234 && reader_->buffered() == 0) {
         const Status up = control_.Upgrade();
         if (options_.verbose) {
@@ -102,6 +119,7 @@ Status FtpClient::Open(const std::string& host, uint16_t port) {
 void FtpClient::Close() {
   reader_.reset();
   control_.Close();
+  owed_.Reset();
 }
 
 Status FtpClient::SendLine(const std::string& line) {
@@ -110,36 +128,74 @@ Status FtpClient::SendLine(const std::string& line) {
   }
   std::string wire = line;
   wire.append("\r\n");
-  return control_.SendAll(wire, options_.timeout_ms);
+  const Status st = control_.SendAll(wire, options_.timeout_ms);
+  if (!st.ok()) {
+    Close();
+    return st;
+  }
+  owed_.CommandSent();
+  return st;
 }
 
-Result<Reply> FtpClient::ReadReply(bool exact) {
+Result<Reply> FtpClient::ReadReply(Wakeable wakeable, bool exact) {
   if (!reader_) return Status(ENOTCONN, "not connected");
-  ReplyAssembler assembler;
+  // Wakeable: the reader only takes what has arrived (a zero timeout keeps a partial line
+  // buffered) and the waiting is done in Wait, which an interrupt ends. Lines already read stay
+  // in owed_, so a reply abandoned halfway is finished by the next read.
+  const int timeout_ms = wakeable == Wakeable::kYes ? 0 : options_.timeout_ms;
   std::string line;
   while (true) {
-    const LineReader::Outcome got = reader_->Next(options_.timeout_ms, &line, exact);
-    if (got == LineReader::Outcome::kTimeout) return Status(ETIMEDOUT, "reply");
+    const LineReader::Outcome got = reader_->Next(timeout_ms, &line, exact);
+    if (got == LineReader::Outcome::kTimeout) {
+      if (wakeable == Wakeable::kNo) return Status(ETIMEDOUT, "reply");
+      const Status waited = Wait(control_, POLLIN);
+      if (waited.ok()) continue;
+      if (waited.code() == ETIMEDOUT) return Status(ETIMEDOUT, "reply");
+      if (strcmp(waited.call(), kInterruptedCall) == 0) return Status(EINTR, kReplyInterruptedCall);
+      Close();
+      return waited;
+    }
     if (got != LineReader::Outcome::kLine) {
       Close();
       return Status(ECONNRESET, "control connection closed");
     }
     if (options_.verbose) fprintf(stderr, "%s\n", line.c_str());
-    const ReplyAssembler::Result r = assembler.Feed(line);
-    if (r == ReplyAssembler::Result::kBad) return Status(EPROTO, "malformed reply");
-    if (r == ReplyAssembler::Result::kDone) {
-      last_ = assembler.reply();
+    const OwedReplies::Fed fed = owed_.Feed(line);
+    if (fed == OwedReplies::Fed::kBad) {
+      Close();  // which reply answers which command can no longer be told
+      return Status(EPROTO, "malformed reply");
+    }
+    if (fed == OwedReplies::Fed::kReply) {
+      last_ = owed_.reply();
       if (last_.code == 421) Close();  // the server is closing the control connection
       return last_;
     }
   }
 }
 
+Status FtpClient::CatchUp() {
+  while (owed_.owed() > 0) {
+    Result<Reply> r = ReadReply(Wakeable::kYes);
+    if (r.ok()) continue;
+    const Status& st = r.status();
+    if (strcmp(st.call(), kReplyInterruptedCall) == 0) return st;
+    Close();
+    return st.code() == ETIMEDOUT ? Status(ETIMEDOUT, kOwedReplyCall) : st;
+  }
+  if (!control_.valid()) return Status(ECONNRESET, "control connection closed");  // 421
+  return Status::Ok();
+}
+
 Result<Reply> FtpClient::Command(const std::string& line) {
   if (!control_.valid()) return Status(ENOTCONN, "not connected");
-  const Status st = SendLine(line);
+  Status st = CatchUp();
+  last_ = Reply{};  // from here on, last_reply() is this command's (code 0: none came)
   if (!st.ok()) return st;
-  Result<Reply> r = ReadReply();
+  // A Ctrl-C already seen stops a sequence of commands (USER, PASS, SYST) before the next one.
+  if (Interrupted()) return Status(EINTR, kReplyInterruptedCall);
+  st = SendLine(line);
+  if (!st.ok()) return st;
+  Result<Reply> r = ReadReply(Wakeable::kYes);
   // TYPE I, TYPE L 8 and TYPE A [N] (any case, RFC 959's form) switch our side too once accepted.
   if (r.ok() && r->code == 200 && line.size() > 5 && strncasecmp(line.c_str(), "TYPE ", 5) == 0) {
     const char t = static_cast<char>(toupper(static_cast<unsigned char>(line[5])));
@@ -189,6 +245,8 @@ Result<Socket> FtpClient::StartTransfer(const std::string& command) {
       where = WithPort(server, pasv->port());
     }
     Result<Socket> s = Socket::Connect(*where, options_.timeout_ms);
+    // A Ctrl-C that ended the connect: nothing is owed yet (the transfer command is not sent).
+    if (!s.ok() && Interrupted()) return Status(EINTR, kReplyInterruptedCall);
     if (!s.ok()) return s.status();
     data = std::move(s.value());
   } else {
@@ -214,10 +272,22 @@ Result<Socket> FtpClient::StartTransfer(const std::string& command) {
     }
   }
   Result<Reply> r = Command(command);
-  if (!r.ok()) return r.status();
+  if (!r.ok()) {
+    if (strcmp(r.status().call(), kReplyInterruptedCall) == 0) AbandonTransfer(std::move(data));
+    return r.status();
+  }
   if (!r->positive_preliminary()) return Status(EPROTO, "transfer refused");
   if (!options_.passive) {
-    Result<Socket> s = listener.Accept(options_.timeout_ms);
+    // Waited for in Wait, which a Ctrl-C ends; the transfer's final reply stays owed if the
+    // server does not connect.
+    const Status waited = Wait(listener, POLLIN);
+    if (!waited.ok() && strcmp(waited.call(), kInterruptedCall) == 0) {
+      listener.Close();
+      AbandonTransfer(Socket());
+      return Status(EINTR, kReplyInterruptedCall);
+    }
+    if (!waited.ok()) return waited;
+    Result<Socket> s = listener.Accept(0);
     if (!s.ok()) return s.status();
     data = std::move(s.value());
   }
@@ -229,7 +299,7 @@ Result<TransferStats> FtpClient::FinishTransfer(Socket data, TransferStats stats
   last_stats_ = stats;
   if (!st.ok() && strcmp(st.call(), kInterruptedCall) == 0) return AbortTransfer(std::move(data));
   data.Close();  // also what tells the server that a failed download ends here
-  Result<Reply> r = ReadReply();
+  Result<Reply> r = ReadReply(Wakeable::kYes);
   if (!st.ok()) return st;
   if (!r.ok()) return r.status();
   if (r->code != 226 && r->code != 250) return Status(EIO, "transfer failed");
@@ -254,28 +324,45 @@ Status FtpClient::AbortTransfer(Socket data) {
   // RFC 959: first the transfer's reply (426; 226 if it had finished), then ABOR's (226; 225 from
   // a server that had no transfer left to abort). If either does not come, the dialogue is out
   // of step: the control connection is closed.
-  Result<Reply> transfer = ReadReply();
+  // options.interrupted still says true (it was what stopped the transfer): these waits end on
+  // the timeout only.
+  Result<Reply> transfer = ReadReply(Wakeable::kNo);
   if (!transfer.ok()) {
     Close();
     return interrupted;
   }
   aborted_transfer_reply_ = transfer.value();
-  if (connected() && !ReadReply().ok()) Close();
+  if (connected() && !ReadReply(Wakeable::kNo).ok()) Close();
   return interrupted;
+}
+
+void FtpClient::AbandonTransfer(Socket data) {
+  // The server may be about to start the transfer: ABOR (not waited for) stops a server that
+  // watches the control connection, and the data connection goes the way AbortTransfer's does.
+  // The command's final reply and ABOR's are owed; a 1xx before them counts for nothing.
+  (void)SendLine("ABOR");  // a failure closed the control connection: nothing is owed then
+  if (data.valid() && !data.Accelerated()) data.ResetOnClose();
+  data.Close();
 }
 
 Status FtpClient::Wait(const Socket& s, short events) const {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  int wake = options_.interrupt_fd;
   while (true) {
+    // Before the poll too: a signal may have come before this wait began, when nothing was
+    // blocked for it to interrupt.
+    if (Interrupted()) return Status(EINTR, kInterruptedCall);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status(ETIMEDOUT, events & POLLOUT ? "send" : "recv");
-    pollfd p{s.fd(), events, 0};
-    const int n = san_poll(&p, 1, static_cast<int>(left.count()));
-    if (n > 0) return Status::Ok();
+    pollfd p[2] = {{s.fd(), events, 0}, {wake, POLLIN, 0}};
+    const int n = san_poll(p, wake >= 0 ? 2 : 1, static_cast<int>(left.count()));
     if (n < 0 && errno != EINTR) return Status::FromErrno("poll");
-    if (Interrupted()) return Status(EINTR, kInterruptedCall);
+    if (n > 0 && p[0].revents) return Status::Ok();
+    // Readable, yet not interrupted: a wake-up whose interrupt was handled already (the owner
+    // clears the flag before the pipe). It would wake every poll: not looked at again here.
+    if (n > 0 && p[1].revents && !Interrupted()) wake = -1;
   }
 }
 

@@ -5,6 +5,11 @@
 // Calls are synchronous and bounded by options.timeout_ms. After a greeting that lists AUTH SAN in
 // FEAT, the control connection is upgraded in band (san_upgrade) unless options say not to.
 // Transfers report bytes, seconds and the data path of the data connection (TransferStats).
+//
+// Invariant: the replies stay in step with the commands. A reply not waited for to the end
+// (options.interrupted stopped the wait, or it timed out) stays owed (OwedReplies); the next
+// Command first reads and drops the owed replies, and if they do not come within the timeout the
+// control connection is closed rather than a late reply taken for the next command's.
 // Thread-safety: one thread per client. Ownership: owns its sockets.
 #pragma once
 
@@ -15,6 +20,7 @@
 
 #include "net/line_reader.h"
 #include "net/socket.h"
+#include "owed_replies.h"
 #include "protocol/reply.h"
 
 namespace san::ftp {
@@ -28,12 +34,26 @@ struct ClientOptions {
   std::function<void(uint64_t)> progress;
   // Polled during transfers (between chunks, and when a wait is interrupted by a signal): true
   // stops the transfer -- ABOR, the data connection closed, the server's replies read -- and the
-  // call returns a status with call() == kInterruptedCall.
+  // call returns a status with call() == kInterruptedCall. Polled as well while a command waits
+  // for its reply: true ends the wait at once with call() == kReplyInterruptedCall, the reply
+  // left owed (skipped by the next command).
   std::function<bool()> interrupted;
+  // Readable when `interrupted` may have turned true (a signal handler's self-pipe), or -1: every
+  // network wait polls it beside its socket, so a signal that lands just before a wait begins
+  // still ends that wait. The client never reads it.
+  int interrupt_fd = -1;
 };
 
 // Status::call() of a transfer that options.interrupted stopped (code EINTR).
 inline constexpr char kInterruptedCall[] = "interrupted";
+// Status::call() of a command whose wait for its reply options.interrupted stopped (code EINTR);
+// the reply is owed. Also of a command not sent because options.interrupted said true already,
+// and of a transfer stopped before it began (before the server's 1xx): the command is then
+// aborted (ABOR) without waiting, and both replies are owed.
+inline constexpr char kReplyInterruptedCall[] = "interrupted waiting for the reply";
+// Status::call() when the replies owed to interrupted commands did not come within the timeout
+// (ETIMEDOUT) and the control connection was closed.
+inline constexpr char kOwedReplyCall[] = "reply owed to an interrupted command";
 
 struct TransferStats {
   uint64_t bytes = 0;  // bytes on the data connection (TYPE A: with the CRs of CRLF)
@@ -49,10 +69,16 @@ class FtpClient {
   Status Open(const std::string& host, uint16_t port);
   bool connected() const { return control_.valid(); }
   Status Login(const std::string& user, const std::string& password);
-  // Sends one command line and reads its reply. A TYPE command the server accepts (also one sent
-  // with `quote`) sets binary().
+  // Sends one command line and reads its reply, after the replies owed to earlier commands. A
+  // TYPE command the server accepts (also one sent with `quote`) sets binary().
   Result<Reply> Command(const std::string& line);
+  // The next reply on the control connection (after a Command answered with a 1xx: its final
+  // reply), interruptible like Command.
+  Result<Reply> NextReply() { return ReadReply(Wakeable::kYes); }
+  // The last reply read, normally the last command's; code 0 when that command got none.
   const Reply& last_reply() const { return last_; }
+  // Final replies owed to commands whose wait ended early (read and dropped by the next Command).
+  int owed_replies() const { return owed_.owed(); }
   const Reply& greeting() const { return greeting_; }
   void Close();
 
@@ -78,8 +104,17 @@ class FtpClient {
   ClientOptions& options() { return options_; }
 
  private:
-  // exact: read nothing past the reply (see LineReader::Next).
-  Result<Reply> ReadReply(bool exact = false);
+  enum class Wakeable { kYes, kNo };
+  // The next reply, each wait bounded by options.timeout_ms. kYes: options.interrupted ends the
+  // wait (kReplyInterruptedCall); kNo: only the timeout does. A malformed reply or a broken
+  // connection closes the control connection. exact: read nothing past the reply (see
+  // LineReader::Next).
+  Result<Reply> ReadReply(Wakeable wakeable, bool exact = false);
+  // Reads and drops the replies owed (OwedReplies) before a new command. On a timeout or a
+  // connection error the control connection is closed; a new interrupt leaves them owed.
+  Status CatchUp();
+  // One command line out; the command then owes a reply. A failure closes the connection (the
+  // line may have gone out in part).
   Status SendLine(const std::string& line);
   // Opens the data connection for one transfer command; returns it after the server's 1xx.
   Result<Socket> StartTransfer(const std::string& command);
@@ -89,9 +124,12 @@ class FtpClient {
   // RFC 959's abort: ABOR on the control connection, then the data connection closed (reset when
   // on TCP), then the transfer's reply and ABOR's. Returns the interrupted status.
   Status AbortTransfer(Socket data);
+  // A transfer command interrupted before its 1xx: ABOR sent (not waited for), data closed (reset
+  // on TCP); the replies are left owed.
+  void AbandonTransfer(Socket data);
   bool Interrupted() const { return options_.interrupted && options_.interrupted(); }
   // Waits until s has one of events, bounded by options.timeout_ms: ETIMEDOUT, or the
-  // interrupted status when options.interrupted says so after a signal.
+  // interrupted status (kInterruptedCall) when options.interrupted says so.
   Status Wait(const Socket& s, short events) const;
   // The bytes of a RETR into fd: through san_recvfile (binary, where sanlib has it) or a buffer.
   Status ReceiveBinary(const Socket& data, int fd, TransferStats* stats);
@@ -103,6 +141,7 @@ class FtpClient {
   ClientOptions options_;
   Socket control_;
   std::optional<LineReader> reader_;
+  OwedReplies owed_;
   Reply last_;
   Reply greeting_;
   Reply aborted_transfer_reply_;

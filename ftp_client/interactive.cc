@@ -1,13 +1,15 @@
 // Interactive mode: netkit-ftp's commands. On a terminal lines come from libedit (history, line
 // editing); otherwise commands are read from stdin, so scripts and tests can drive it. Ctrl-C
-// (interrupt.h) aborts a running transfer and comes back to the prompt; at the prompt it gives a
-// new one, as netkit-ftp does.
+// (interrupt.h) aborts a running transfer and comes back to the prompt; while a command waits for
+// its reply it comes back at once (the reply is skipped before the next command: FtpClient); at
+// the prompt it gives a new one, as netkit-ftp does.
 #include <editline/readline.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +46,7 @@ class Shell {
 
   // The next command line; false at the end of input. Ctrl-C while waiting: a new prompt.
   bool ReadLine(std::string* line) {
+    fflush(stdout);  // what the last command printed, before waiting (stdout may be a pipe)
     while (true) {
       errno = 0;
       if (tty_) {
@@ -73,7 +76,8 @@ class Shell {
   void Open(const std::string& host, uint16_t port) {
     const Status st = client_.Open(host, port);
     if (!st.ok()) {
-      printf("ftp: connect to %s: %s\n", host.c_str(), st.ToString().c_str());
+      if (!WasInterrupted(st))
+        printf("ftp: connect to %s: %s\n", host.c_str(), st.ToString().c_str());
       failed_ = true;
       return;
     }
@@ -82,8 +86,10 @@ class Shell {
     if (options_.verbose) printf("Control connection: %s\n", client_.control_mode().c_str());
   }
 
+  // The server's reply to the last command, if one came.
   void Reply() {
     const auto& r = client_.last_reply();
+    if (r.code == 0) return;
     printf("%d %s\n", r.code, r.text.c_str());
     if (r.code >= 400) failed_ = true;
   }
@@ -98,14 +104,53 @@ class Shell {
     return client_.connected();
   }
 
-  void Simple(const std::string& cmd) {
-    Result<san::ftp::Reply> r = client_.Command(cmd);
-    if (!r.ok()) {
-      printf("ftp: %s\n", r.status().ToString().c_str());
-      failed_ = true;
+  // Ctrl-C stopped the wait for a reply? Then says so (the client skips that reply later).
+  bool WasInterrupted(const Status& st) {
+    if (strcmp(st.call(), kReplyInterruptedCall) != 0) return false;
+    failed_ = true;
+    if (tty_) printf("\n");  // after the ^C the terminal echoed
+    if (!client_.connected()) {
+      printf("Interrupted; connection closed.\n");
+    } else if (client_.owed_replies() > 0) {
+      printf("Interrupted; the reply still owed will be skipped.\n");
+    } else {
+      printf("Interrupted.\n");
+    }
+    return true;
+  }
+
+  // A command that got no reply: interrupted, or the connection's trouble (then maybe closed).
+  void Failure(const Status& st) {
+    if (WasInterrupted(st)) return;
+    failed_ = true;
+    printf("ftp: %s\n", st.ToString().c_str());
+    if (!client_.connected()) printf("Connection closed; use open to connect again.\n");
+  }
+
+  // After a failed call: the server's reply if it gave one, else why there was none.
+  void Explain(const Status& st) {
+    if (client_.last_reply().code == 0 || strcmp(st.call(), kReplyInterruptedCall) == 0) {
+      Failure(st);
       return;
     }
     Reply();
+    failed_ = true;
+  }
+
+  // The command's final reply (printed), or nullptr when it got none.
+  const san::ftp::Reply* Simple(const std::string& cmd) {
+    Result<san::ftp::Reply> r = client_.Command(cmd);
+    // A 1xx (quote RETR, ...) is followed by the command's final reply.
+    while (r.ok() && r->positive_preliminary()) {
+      Reply();
+      r = client_.NextReply();
+    }
+    if (!r.ok()) {
+      Failure(r.status());
+      return nullptr;
+    }
+    Reply();
+    return &client_.last_reply();
   }
 
   void Get(const std::string& remote, const std::string& local) {
@@ -135,14 +180,15 @@ class Shell {
       Aborted(kept);
       return;
     }
+    if (!stats.ok() && WasInterrupted(stats.status())) return;
     Reply();
     if (!stats.ok()) {
       if (strcmp(stats.status().call(), kLocalFileCall) == 0) {
         printf("local: %s\n", strerror(stats.status().code()));
+        failed_ = true;
       } else {
-        printf("ftp: %s\n", stats.status().ToString().c_str());
+        Failure(stats.status());
       }
-      failed_ = true;
       return;
     }
     printf("%s\n", FormatStats(stats.value()).c_str());
@@ -185,8 +231,11 @@ class Shell {
     client_.options().progress = nullptr;
     Result<TransferStats> s = client_.List(verb, path, &text);
     fwrite(text.data(), 1, text.size(), stdout);
-    Reply();
-    if (!s.ok()) failed_ = true;
+    if (s.ok()) {
+      Reply();
+    } else {
+      Explain(s.status());
+    }
   }
 
   // Returns false on bye.
@@ -224,6 +273,10 @@ class Shell {
       std::string pass = n >= 3 ? a[2] : "";
       if (n < 3 && tty_) pass = getpass("Password: ");
       const Status st = client_.Login(a[1], pass);
+      if (!st.ok() && st.code() != EACCES) {  // no reply to tell: interrupted, or the network's
+        Failure(st);
+        return true;
+      }
       Reply();
       if (!st.ok()) {
         printf("Login failed.\n");
@@ -232,9 +285,14 @@ class Shell {
       // netkit-ftp's rule: a Unix server with 8-bit bytes gets binary transfers unless the user
       // asks for ascii; anything else stays in TYPE A, the RFC 959 default.
       Result<san::ftp::Reply> syst = client_.Command("SYST");
-      if (syst.ok() && syst->code == 215 && syst->text.rfind("UNIX Type: L8", 0) == 0 &&
-          client_.SetBinary(true).ok()) {
-        printf("Remote system type is UNIX.\nUsing binary mode to transfer files.\n");
+      if (!syst.ok() && WasInterrupted(syst.status())) return true;
+      if (syst.ok() && syst->code == 215 && syst->text.rfind("UNIX Type: L8", 0) == 0) {
+        const Status binary = client_.SetBinary(true);
+        if (binary.ok()) {
+          printf("Remote system type is UNIX.\nUsing binary mode to transfer files.\n");
+        } else {
+          WasInterrupted(binary);
+        }
       }
     } else if (c == "ls" || c == "dir") {
       List(c == "ls" ? "NLST" : "LIST", n >= 2 ? a[1] : "");
@@ -260,8 +318,9 @@ class Shell {
       for (size_t i = 1; i < n && !interrupt::Pending(); ++i) {
         std::string names;
         client_.options().progress = nullptr;
-        if (!client_.List("NLST", a[i], &names).ok()) {
-          Reply();
+        const Result<TransferStats> listed = client_.List("NLST", a[i], &names);
+        if (!listed.ok()) {
+          Explain(listed.status());
           continue;
         }
         std::istringstream in(names);
@@ -295,8 +354,8 @@ class Shell {
       if (Need(n == 2, "rmdir dir")) Simple("RMD " + a[1]);
     } else if (c == "rename") {
       if (!Need(n == 3, "rename from to")) return true;
-      Simple("RNFR " + a[1]);
-      if (client_.last_reply().code == 350) Simple("RNTO " + a[2]);
+      const san::ftp::Reply* from = Simple("RNFR " + a[1]);
+      if (from && from->code == 350) Simple("RNTO " + a[2]);
     } else if (c == "size") {
       if (Need(n == 2, "size remote")) Simple("SIZE " + a[1]);
     } else if (c == "status") {

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   options.interrupted = interrupt::Pending;
   const bool batch = !positional.empty() && positional[0].find("://") != std::string::npos;
   interrupt::Install(batch ? interrupt::Outside::kExit : interrupt::Outside::kFlag);
+  options.interrupt_fd = interrupt::WakeFd();
   if (batch) {
     if (positional.size() != 1) {
       fprintf(stderr, "ftp_client: one URL at a time\n");

@@ -485,8 +485,9 @@ void Session::DoRetr(const Command& cmd) {
   const TransferEnd end = binary_ ? SendFileBytes(file->get(), offset, data.value(), &bytes)
                                   : SendFrom(file->get(), nullptr, data.value(), &bytes);
   const double secs = SecondsSince(start);
-  FinishTransfer(end, data.value(), bytes, secs);
+  // Logged before the final reply: a client that has its 226 finds the xferlog line there.
   LogTransfer(*p, bytes, secs, false, end == TransferEnd::kOk);
+  FinishTransfer(end, data.value(), bytes, secs);
 }
 
 void Session::DoStore(const Command& cmd, char kind) {
@@ -581,8 +582,8 @@ void Session::DoStore(const Command& cmd, char kind) {
     if (end != TransferEnd::kOk) unlinkat(dir->get(), temp_name.c_str(), 0);
   }
   const double secs = SecondsSince(start);
-  FinishTransfer(end, data.value(), bytes, secs);
   LogTransfer(final_vpath, bytes, secs, true, end == TransferEnd::kOk);
+  FinishTransfer(end, data.value(), bytes, secs);
 }
 
 }  // namespace san::ftp
