@@ -418,7 +418,11 @@ HostResult RunCommandOnHost(const CliOptions& o, const CallSettings& cs, const T
                  : PullOnDataConnection(stub.get(), target, cs, o.remote, local, &bytes, &r.error);
       }
       if (data == DataOutcome::kFailed) return r;
-      const bool in_call = data == DataOutcome::kNotServed;
+      if (data == DataOutcome::kUnreachable) {
+        out->Line(host, r.error + "; carrying the bytes in the call instead", true);
+        r.error.clear();
+      }
+      const bool in_call = data != DataOutcome::kDone;
       const bool ok =
           !in_call ||
           (push ? PushFile(channel, cs, o.local, o.remote, o.mode, o.overwrite, &bytes, &r.error)

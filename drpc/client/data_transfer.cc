@@ -52,19 +52,25 @@ class TransferCall {
     return DataOutcome::kFailed;
   }
 
-  // Opens the data connection to the offered port and sends the ticket.
-  bool Connect(const Target& target, uint32_t connect_timeout_ms, std::string* error) {
+  // Opens the data connection to the offered port and sends the ticket: kDone, kUnreachable (no
+  // connection could be made) or kFailed.
+  DataOutcome Connect(const Target& target, uint32_t connect_timeout_ms, std::string* error) {
     if (offer_.port() == 0 || offer_.port() > 65535 || offer_.ticket().size() != kTicketBytes) {
-      *error = std::string(what_) + ": the node's offer is malformed";
-      return false;
+      Cancel("the node's offer is malformed", error);
+      return DataOutcome::kFailed;
     }
     Target data_target = target;
     data_target.port = static_cast<uint16_t>(offer_.port());
     std::string why;
     data_ = ConnectTarget(data_target, connect_timeout_ms, &why);
-    if (data_ < 0) return Cancel("data connection: " + why, error);
+    if (data_ < 0) {
+      Cancel("data connection: " + why, error);
+      return DataOutcome::kUnreachable;
+    }
     const Status sent = SendAllOn(data_, offer_.ticket().data(), offer_.ticket().size(), wait_);
-    return sent.ok() || Cancel(sent.ToString(), error);
+    if (sent.ok()) return DataOutcome::kDone;
+    Cancel(sent.ToString(), error);
+    return DataOutcome::kFailed;
   }
 
   // The bytes moved: closes the data connection, then reads the summary and the status.
@@ -154,7 +160,10 @@ DataOutcome PushOnDataConnection(Node::Stub* stub, const Target& target,
   if (DataOutcome begun = call.Begin(stub, request, error); begun != DataOutcome::kDone) {
     return begun;
   }
-  if (!call.Connect(target, settings.connect_timeout_ms, error)) return DataOutcome::kFailed;
+  if (DataOutcome c = call.Connect(target, settings.connect_timeout_ms, error);
+      c != DataOutcome::kDone) {
+    return c;
+  }
   if (Status s = SendFileOn(call.data(), in.get(), size, call.wait()); !s.ok()) {
     std::string what = s.ToString();
     if (s.code() == ENODATA) what = local + " shrank while it was sent";
@@ -181,7 +190,10 @@ DataOutcome PullOnDataConnection(Node::Stub* stub, const Target& target,
     *error = "pull: " + local + ".drpc-part: " + strerror(part.status().code());
     return DataOutcome::kFailed;
   }
-  if (!call.Connect(target, settings.connect_timeout_ms, error)) return DataOutcome::kFailed;
+  if (DataOutcome c = call.Connect(target, settings.connect_timeout_ms, error);
+      c != DataOutcome::kDone) {
+    return c;
+  }
   const uint64_t size = call.offer().size();
   Result<uint64_t> got = ReceiveFileOn(call.data(), part->fd(), size, call.wait());
   if (!got.ok()) {

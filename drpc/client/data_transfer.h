@@ -9,8 +9,10 @@
 // must agree on the byte count. If the data connection fails, the call's own status (e.g. the
 // node's "no space left") is reported when there is one, else the data connection's error.
 // Waits end at the call's deadline (settings.timeout_ms) or after 30 s without progress.
-// A node without Transfer (an older drpcd: UNIMPLEMENTED) gives kNotServed before any byte moved:
-// the caller then uses the in-call stream (PushFile / PullFile).
+// A node without Transfer (an older drpcd: UNIMPLEMENTED) gives kNotServed, and an offered port
+// this client cannot connect to (a firewall or NAT passing only the gRPC port) gives
+// kUnreachable with *error saying why; in both nothing has moved (the call was cancelled), and
+// the caller uses the in-call stream (PushFile / PullFile).
 // Thread-safety: concurrent transfers are independent.
 #pragma once
 
@@ -24,7 +26,7 @@ namespace san::drpc {
 
 struct CallSettings;
 
-enum class DataOutcome { kDone, kFailed, kNotServed };
+enum class DataOutcome { kDone, kFailed, kNotServed, kUnreachable };
 
 DataOutcome PushOnDataConnection(Node::Stub* stub, const Target& target,
                                  const CallSettings& settings, const std::string& local,

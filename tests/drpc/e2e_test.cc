@@ -2,9 +2,14 @@
 // CLI, and the outcomes a user sees (exit status, host-prefixed output, --json, files).
 // Loopback addresses 127.0.0.x stand in for hosts.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -288,6 +293,92 @@ TEST_F(DrpcE2e, PushPullChunkBoundariesBothWaysBothTransports) {
   // Only the pushed files are in the root: no temporaries.
   RunResult listing = RunProgram({"/bin/sh", "-c", "ls -A " + root_ + " | grep -c drpc"});
   EXPECT_EQ(listing.out, "0\n");
+}
+
+// A port forwarder (socat) from 127.0.0.3:<free port> to a node, standing in for NAT or a
+// firewall that passes only the gRPC port: the node's data-connection offers name ports on its
+// own address, which the client, calling the forwarder's address, cannot reach.
+class Forwarder {
+ public:
+  bool Start(int to_port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.3", &a.sin_addr);
+    socklen_t len = sizeof a;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      close(fd);
+      return false;
+    }
+    close(fd);
+    port_ = ntohs(a.sin_port);
+    const std::string listen =
+        "TCP-LISTEN:" + std::to_string(port_) + ",bind=127.0.0.3,reuseaddr,fork";
+    const std::string forward = "TCP:127.0.0.1:" + std::to_string(to_port);
+    const char* argv[] = {"socat", listen.c_str(), forward.c_str(), nullptr};
+    if (posix_spawnp(&pid_, "socat", nullptr, nullptr, const_cast<char* const*>(argv), environ) !=
+        0) {
+      pid_ = -1;
+      return false;
+    }
+    for (int i = 0; i < 200; ++i) {  // up to 10 s for socat to listen
+      const int probe = socket(AF_INET, SOCK_STREAM, 0);
+      const bool up = connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      close(probe);
+      if (up) return true;
+      usleep(50 * 1000);
+    }
+    return false;
+  }
+  ~Forwarder() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+  int port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// Behind the forwarder the data connection cannot be made: push and pull say so on stderr and
+// carry the bytes in the call instead, byte-exact, nothing left half-written.
+TEST_F(DrpcE2e, UnreachableDataConnectionFallsBackToTheCall) {
+  if (system("command -v socat > /dev/null 2>&1") != 0) GTEST_SKIP() << "socat is not installed";
+  Daemon d;
+  ASSERT_TRUE(d.Start(dir_.path(), "127.0.0.1", NodeArgs())) << d.log();
+  Forwarder fwd;
+  ASSERT_TRUE(fwd.Start(d.port()));
+  const std::string node = "127.0.0.3:" + std::to_string(fwd.port());
+  std::string data(700 * 1024 + 3, '\0');
+  std::mt19937 rng(5);
+  for (char& c : data) c = static_cast<char>(rng());
+  WriteFile(dir_.Join("payload"), data);
+  RunResult push = Drpc({"--hosts", node, "--token-file", token_file_, "--connect-timeout", "2",
+                         "push", dir_.Join("payload"), "p"});
+  ASSERT_EQ(push.exit_code, 0) << push.err;
+  EXPECT_NE(push.err.find(node + ": push: data connection: connect 127.0.0.3:"),
+            std::string::npos)
+      << push.err;
+  EXPECT_NE(push.out.find("in the call"), std::string::npos) << push.out;
+  EXPECT_EQ(ReadFile(root_ + "/p"), data);
+  RunResult pull =
+      Drpc({"--hosts", node, "--token-file", token_file_, "--connect-timeout", "2", "pull", "p",
+            dir_.Join("back")});
+  ASSERT_EQ(pull.exit_code, 0) << pull.err;
+  EXPECT_NE(pull.out.find("in the call"), std::string::npos) << pull.out;
+  EXPECT_EQ(ReadFile(dir_.Join("back")), data);
+  // The abandoned Transfer's temporary goes once the node sees the call cancelled (its waits
+  // look every 200 ms).
+  RunResult listing;
+  for (int i = 0; i < 50; ++i) {
+    listing = RunProgram({"/bin/ls", "-A", root_});
+    if (listing.out == "p\n") break;
+    usleep(100 * 1000);
+  }
+  EXPECT_EQ(listing.out, "p\n");
 }
 
 // Push and Pull move bytes exactly, and only inside the root: no "..", no way out by symlink.
