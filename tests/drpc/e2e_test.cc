@@ -256,7 +256,8 @@ TEST_F(DrpcE2e, PushPullChunkBoundariesBothWaysBothTransports) {
       for (size_t size : sizes) {
         std::string data(size, '\0');
         for (char& c : data) c = static_cast<char>(rng());
-        const std::string name = "f" + std::to_string(size) + suffix;
+        std::string name = "f";  // appended, not "f" + ...: GCC 12's -Wrestrict false positive
+        name.append(std::to_string(size)).append(suffix);
         WriteFile(dir_.Join(name), data);
         std::vector<std::string> args = {"--hosts",   target, "--token-file", token_file_,
                                          "--timeout", "20",   "push"};
