@@ -14,6 +14,7 @@
 #include "protocol/address.h"
 #include "protocol/ascii.h"
 #include "protocol/command.h"
+#include "owed_replies.h"
 #include "protocol/reply.h"
 #include "url.h"
 
@@ -63,13 +64,36 @@ inline void OneInput(const uint8_t* data, size_t size) {
     Require(in.find('\0') != std::string_view::npos);
   }
 
+  // The same lines through a ReplyAssembler and through the client's ledger of owed replies
+  // (three commands' worth owed): it settles at most one per final reply and never goes below 0.
   ReplyAssembler a;
+  OwedReplies owed;
+  for (int i = 0; i < 3; ++i) owed.CommandSent();
+  bool ledger_lost = false;  // after kBad the client closes the connection: stop feeding
   size_t pos = 0;
   while (pos <= in.size()) {
     size_t nl = in.find('\n', pos);
     if (nl == std::string_view::npos) nl = in.size();
-    if (a.Feed(in.substr(pos, nl - pos)) == ReplyAssembler::Result::kDone) {
+    const std::string_view line = in.substr(pos, nl - pos);
+    if (a.Feed(line) == ReplyAssembler::Result::kDone) {
       Require(a.reply().code >= 100 && a.reply().code <= 599);
+    }
+    if (!ledger_lost) {
+      const int before = owed.owed();
+      switch (owed.Feed(line)) {
+        case OwedReplies::Fed::kReply:
+          Require(owed.reply().code >= 100 && owed.reply().code <= 599);
+          Require(owed.owed() == (owed.reply().code < 200 || before == 0 ? before : before - 1));
+          break;
+        case OwedReplies::Fed::kNeedMore:
+          Require(owed.owed() == before);
+          break;
+        case OwedReplies::Fed::kBad:
+          Require(owed.owed() == before);
+          ledger_lost = true;
+          break;
+      }
+      Require(owed.owed() >= 0);
     }
     pos = nl + 1;
   }
