@@ -1,8 +1,6 @@
 #include "client/data_transfer.h"
 
-#include <fcntl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
@@ -10,6 +8,7 @@
 #include <memory>
 
 #include "client/commands.h"
+#include "client/file_push.h"
 #include "client/part_file.h"
 #include "common/unique_fd.h"
 #include "node/data_transfer.h"
@@ -30,7 +29,7 @@ class TransferCall {
     wait_.deadline = Clock::now() + std::chrono::milliseconds(settings.timeout_ms);
   }
   ~TransferCall() {
-    if (data_ >= 0) san_close(data_);
+    CloseData();
     if (reader_) {
       ctx_->TryCancel();
       reader_->Finish();
@@ -75,8 +74,7 @@ class TransferCall {
 
   // The bytes moved: closes the data connection, then reads the summary and the status.
   bool End(uint64_t expect, std::string* error) {
-    san_close(data_);
-    data_ = -1;
+    CloseData();
     TransferEvent event;
     const bool summary = reader_->Read(&event) && event.has_done();
     const grpc::Status s = reader_->Finish();
@@ -96,28 +94,24 @@ class TransferCall {
 
   // A data-connection failure: the call's status says more if the node ended it (no space, a
   // file that changed); otherwise the data connection's own error.
-  bool Failed(const std::string& data_error, std::string* error) {
-    if (data_ >= 0) san_close(data_);
-    data_ = -1;
+  void Failed(const std::string& data_error, std::string* error) {
+    CloseData();
     TransferEvent event;
     while (reader_->Read(&event)) {
     }
     const grpc::Status s = reader_->Finish();
     reader_.reset();
     *error = std::string(what_) + ": " + (s.ok() ? data_error : DescribeStatus(s));
-    return false;
   }
 
   // A failure the node cannot know of yet (it waits for the data connection): the call is
   // cancelled rather than waited for.
-  bool Cancel(const std::string& data_error, std::string* error) {
-    if (data_ >= 0) san_close(data_);
-    data_ = -1;
+  void Cancel(const std::string& data_error, std::string* error) {
+    CloseData();
     ctx_->TryCancel();
     reader_->Finish();
     reader_.reset();
     *error = std::string(what_) + ": " + data_error;
-    return false;
   }
 
   const DataOffer& offer() const { return offer_; }
@@ -125,6 +119,11 @@ class TransferCall {
   const DataWait& wait() const { return wait_; }
 
  private:
+  void CloseData() {
+    if (data_ >= 0) san_close(data_);
+    data_ = -1;
+  }
+
   const char* what_;
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::unique_ptr<grpc::ClientReader<TransferEvent>> reader_;
@@ -139,23 +138,12 @@ DataOutcome PushOnDataConnection(Node::Stub* stub, const Target& target,
                                  const CallSettings& settings, const std::string& local,
                                  const std::string& remote, uint32_t mode, bool overwrite,
                                  uint64_t* bytes, std::string* error) {
-  UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st {};
-  if (!in.valid() || fstat(in.get(), &st) != 0) {
-    *error = "push: " + local + ": " + strerror(errno);
-    return DataOutcome::kFailed;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    *error = "push: " + local + ": not a regular file";
-    return DataOutcome::kFailed;
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  UniqueFd in;
   TransferRequest request;
-  FileHeader* header = request.mutable_header();
-  header->set_path(remote);
-  header->set_mode(mode);
-  header->set_overwrite(overwrite);
-  header->set_size(size);
+  if (!OpenLocalPush(local, remote, mode, overwrite, &in, request.mutable_header(), error)) {
+    return DataOutcome::kFailed;
+  }
+  const uint64_t size = request.header().size();
   TransferCall call(settings, "push");
   if (DataOutcome begun = call.Begin(stub, request, error); begun != DataOutcome::kDone) {
     return begun;

@@ -110,12 +110,11 @@ bool ParseSummary(const grpc::ByteBuffer& reply, PushSummary* summary) {
 
 }  // namespace
 
-bool PushFile(const std::shared_ptr<grpc::Channel>& channel, const CallSettings& settings,
-              const std::string& local, const std::string& remote, uint32_t mode, bool overwrite,
-              uint64_t* bytes, std::string* error) {
-  UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
+bool OpenLocalPush(const std::string& local, const std::string& remote, uint32_t mode,
+                   bool overwrite, UniqueFd* in, FileHeader* header, std::string* error) {
+  in->reset(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
-  if (!in.valid() || fstat(in.get(), &st) != 0) {
+  if (!in->valid() || fstat(in->get(), &st) != 0) {
     *error = "push: " + local + ": " + strerror(errno);
     return false;
   }
@@ -123,13 +122,21 @@ bool PushFile(const std::shared_ptr<grpc::Channel>& channel, const CallSettings&
     *error = "push: " + local + ": not a regular file";
     return false;
   }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  header->set_path(remote);
+  header->set_mode(mode);
+  header->set_overwrite(overwrite);
+  header->set_size(static_cast<uint64_t>(st.st_size));
+  return true;
+}
+
+bool PushFile(const std::shared_ptr<grpc::Channel>& channel, const CallSettings& settings,
+              const std::string& local, const std::string& remote, uint32_t mode, bool overwrite,
+              uint64_t* bytes, std::string* error) {
+  UniqueFd in;
   FileHeader header;
-  header.set_path(remote);
-  header.set_mode(mode);
-  header.set_overwrite(overwrite);
-  header.set_size(size);
+  if (!OpenLocalPush(local, remote, mode, overwrite, &in, &header, error)) return false;
+  const uint64_t size = header.size();
+  posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
 
   auto ctx = MakeContext(settings, settings.timeout_ms);
   grpc::CompletionQueue cq;

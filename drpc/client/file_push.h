@@ -20,11 +20,20 @@
 #include <memory>
 #include <string>
 
+#include "common/unique_fd.h"
+#include "proto/drpc_proto.h"
+
 namespace san::drpc {
 
 struct CallSettings;
 
 inline constexpr char kPushMethod[] = "/drpc.Node/Push";
+
+// The local side of any push: opens local (a regular file) and fills the header announcing it
+// to the node (path remote, mode, overwrite, size). On failure returns false, *error
+// "push: LOCAL: ...".
+bool OpenLocalPush(const std::string& local, const std::string& remote, uint32_t mode,
+                   bool overwrite, UniqueFd* in, FileHeader* header, std::string* error);
 
 // Streams the local file to remote on the channel's node and checks the summary (bytes,
 // checksum). On failure returns false and sets *error. *bytes gets the file's size.

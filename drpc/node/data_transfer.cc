@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "common/connection_errno.h"
 #include "node/node_file.h"
@@ -110,12 +111,13 @@ grpc::Status ServeTransfer(const san::ftp::Jail& jail, const std::string& listen
   call.cancelled = [context] { return context->IsCancelled(); };
   call.deadline = CallDeadline(*context);
   const FileHeader& header = request.header();
-  std::unique_ptr<PushTarget> target;
-  Result<PullSource> source = Status(EINVAL, "transfer");
+  std::unique_ptr<PushTarget> target;  // push
+  std::optional<PullSource> source;    // pull
   DataOffer offer;
   if (request.pull()) {
-    source = OpenPullSource(jail, header.path());
-    if (!source.ok()) return FromSanStatus(source.status());
+    Result<PullSource> opened = OpenPullSource(jail, header.path());
+    if (!opened.ok()) return FromSanStatus(opened.status());
+    source = std::move(opened).value();
     offer.set_size(source->size);
     offer.set_mode(source->mode);
   } else {

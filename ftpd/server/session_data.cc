@@ -32,7 +32,6 @@ constexpr size_t kChunk = 256 * 1024;
 // One san_recvfile / san_sendfile asks for this much (no buffer of ours is involved; on a
 // nonblocking socket either moves what fits and returns).
 constexpr size_t kFileChunk = 1024 * 1024;
-constexpr size_t kSendFileChunk = kFileChunk;
 // While the data connection never blocks, the control connection is still looked at (for ABOR,
 // STAT, a vanished client) after every this many bytes.
 constexpr size_t kControlCheckBytes = 4 * 1024 * 1024;
@@ -246,7 +245,7 @@ Session::TransferEnd Session::SendFileBytes(int file_fd, uint64_t offset, const 
   in_transfer_ = true;
   transfer_bytes_ = 0;
   while (end == TransferEnd::kOk) {
-    Result<size_t> sent = data.SendFile(file_fd, &pos, kSendFileChunk);
+    Result<size_t> sent = data.SendFile(file_fd, &pos, kFileChunk);
     if (!sent.ok()) {
       if (sent.status().would_block()) {
         end = WaitForData(data, POLLOUT, timeout_ms);
