@@ -297,6 +297,14 @@ class Provider {
   // Opens the rendezvous for a listening socket bound to `addr` (port must be set).
   virtual Result<std::unique_ptr<Listener>> Listen(const sockaddr* addr, socklen_t len,
                                                    const EndpointAttr& attr) = 0;
+  // The process whose Listener holds the rendezvous for `addr` now (a listening socket shared by
+  // several processes: whoever serves it), 0 if none or the provider cannot tell. Called on the
+  // slow path of an accept whose channel is elsewhere; may cost a few system calls.
+  virtual int RendezvousPid(const sockaddr* addr, socklen_t len) const {
+    (void)addr;
+    (void)len;
+    return 0;
+  }
   // A client endpoint, not yet connected.
   virtual Result<std::unique_ptr<Endpoint>> CreateEndpoint(const EndpointAttr& attr) = 0;
   // Rebuilds an endpoint another process Exported (kCapTransferable). Validates the image: the

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace san {
@@ -56,14 +57,20 @@ Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr
     std::lock_guard<std::mutex> lock(mu_);
     Status st = StartThreadLocked();
     if (!st.ok()) return st;
-    served_.push_back(Served{listen_fd, addr, std::move(listener), provider_caps, params});
+    served_.push_back(
+        Served{listen_fd, IdOf(listen_fd), addr, std::move(listener), provider_caps, params});
   }
   eventfd_write(control_.get(), 1);
   return Status::Ok();
 }
 
+ConnectionThread::SocketId ConnectionThread::IdOf(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return SocketId{};
+  return SocketId{st.st_dev, st.st_ino};
+}
+
 void ConnectionThread::RemoveListener(int listen_fd) {
-  std::vector<std::unique_ptr<proto::Stream>> dropped;
   std::vector<std::unique_ptr<fabric::Listener>> listeners;  // one per provider serving the socket
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -75,19 +82,19 @@ void ConnectionThread::RemoveListener(int listen_fd) {
         ++it;
       }
     }
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      // A settling entry is the serving thread's: it drops it once its Accept returns.
-      if (it->listen_fd == listen_fd && !it->settling) {
-        dropped.push_back(std::move(it->stream));
-        it = pending_.erase(it);
-      } else {
-        ++it;
+    // Other processes may still hold the listening socket (fork, SCM_RIGHTS) and accept these
+    // connections: their clients wait on the channels filed here. A settling entry is orphaned
+    // by the serving thread once its Accept returns (Settle).
+    const uint64_t now = NowNs();
+    for (Pending& p : pending_) {
+      if (p.listen_fd == listen_fd && !p.settling) {
+        p.listen_fd = -1;
+        p.orphaned_ns = now;
       }
     }
   }
   // The thread may still be inside poll() on the old listener's fd: wake it before it is closed.
   if (control_.valid()) eventfd_write(control_.get(), 1);
-  for (auto& s : dropped) s->Abort();
 }
 
 void ConnectionThread::RenameListener(int from_fd, int to_fd) {
@@ -100,24 +107,41 @@ void ConnectionThread::RenameListener(int from_fd, int to_fd) {
   }
 }
 
-std::unique_ptr<proto::Stream> ConnectionThread::ClaimProved(const proto::FourTuple& tuple,
-                                                             int proof_fd) {
+Result<std::unique_ptr<proto::Stream>> ConnectionThread::ClaimProved(const proto::FourTuple& tuple,
+                                                                     int proof_fd) {
   struct stat proof;
-  if (fstat(proof_fd, &proof) != 0 || !S_ISSOCK(proof.st_mode)) return nullptr;
+  if (fstat(proof_fd, &proof) != 0 || !S_ISSOCK(proof.st_mode)) {
+    return Status(EINVAL, "handover proof");
+  }
+  const SocketId id{proof.st_dev, proof.st_ino};
   int listen_fd = -1;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Served& s : served_) {
-      struct stat mine;
-      if (fstat(s.listen_fd, &mine) == 0 && mine.st_dev == proof.st_dev &&
-          mine.st_ino == proof.st_ino) {
+      if (s.id == id) {
         listen_fd = s.listen_fd;
         break;
       }
     }
+    if (listen_fd < 0) {
+      // Not served any more: its orphaned channels are still claimable during the grace period.
+      bool known = false;
+      for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+        if (it->listener != id || it->listen_fd >= 0) continue;
+        known = true;
+        if (!it->settling && proto::SameAddress(it->tuple.client, tuple.client) &&
+            proto::SameAddress(it->tuple.server, tuple.server)) {
+          std::unique_ptr<proto::Stream> s = std::move(it->stream);
+          pending_.erase(it);
+          return s;
+        }
+      }
+      return Status(known ? ENOENT : ENXIO, "handover claim");
+    }
   }
-  if (listen_fd < 0) return nullptr;  // not one of the listeners we serve
-  return Claim(listen_fd, tuple);
+  std::unique_ptr<proto::Stream> s = Claim(listen_fd, tuple);
+  if (!s) return Status(ENOENT, "handover claim");
+  return s;
 }
 
 std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd,
@@ -173,13 +197,21 @@ void ConnectionThread::DropBrokenLocked() {
   // A client that is gone may have finished its whole exchange before accept() (sent, closed,
   // exited): what it posted and its FIN are in our buffers. Keep those for accept(), as the kernel
   // keeps a finished connection in its accept queue; drop only channels with nothing to deliver.
-  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [](Pending& p) {
-                                  if (p.settling || !p.stream->endpoint().broken()) return false;
-                                  return p.stream->Available() == 0 &&
-                                         !p.stream->GetReadiness().peer_closed;
-                                }),
-                 pending_.end());
+  // Orphans nobody claimed within the grace period are aborted (the kernel resets the connections
+  // left in a closed listener's queue too).
+  const uint64_t now = NowNs();
+  pending_.erase(
+      std::remove_if(pending_.begin(), pending_.end(),
+                     [now](Pending& p) {
+                       if (p.settling) return false;
+                       if (p.orphaned_ns != 0 && now - p.orphaned_ns > kOrphanGraceMs * 1000000) {
+                         p.stream->Abort();
+                         return true;
+                       }
+                       if (!p.stream->endpoint().broken()) return false;
+                       return p.stream->Available() == 0 && !p.stream->GetReadiness().peer_closed;
+                     }),
+      pending_.end());
 }
 
 void* ConnectionThread::Main(void* self) {
@@ -291,7 +323,10 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       }
       // Filed before Accept: once the client hears "accepted" it may connect over TCP at once
       // (a Claim meanwhile waits for `settling` to clear).
-      pending_.push_back(Pending{listen_fd, tuple.value(), std::move(stream).value(), true});
+      auto served = std::find_if(served_.begin(), served_.end(),
+                                 [&](const Served& v) { return v.listen_fd == listen_fd; });
+      const SocketId id = served != served_.end() ? served->id : SocketId{};
+      pending_.push_back(Pending{listen_fd, id, tuple.value(), std::move(stream).value(), true});
     }
     // Outside the lock, and without waiting: a verbs handshake needs a round trip for the
     // client's RTU, which AdvanceHandshakes picks up when the endpoint's notify_fd wakes us.
@@ -328,10 +363,14 @@ void ConnectionThread::Settle(proto::Stream* s, Status st) {
       const bool served = std::any_of(served_.begin(), served_.end(), [&](const Served& v) {
         return v.listen_fd == it->listen_fd;
       });
-      if (!st.ok() || !served) {
-        if (!st.ok()) SAN_LOG_INFO("rendezvous: accept: %s", st.ToString().c_str());
-        it->stream->Abort();  // failed, or its listening socket closed meanwhile
+      if (!st.ok()) {
+        SAN_LOG_INFO("rendezvous: accept: %s", st.ToString().c_str());
+        it->stream->Abort();
         pending_.erase(it);
+      } else if (!served) {
+        // Its listening socket closed here meanwhile: claimable by another holder for a while.
+        it->listen_fd = -1;
+        it->orphaned_ns = NowNs();
       }
     }
   }

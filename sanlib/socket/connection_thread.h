@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <condition_variable>
 #include <memory>
@@ -54,16 +55,20 @@ class ConnectionThread {
   Status AddListener(int listen_fd, const sockaddr_storage& addr,
                      std::unique_ptr<fabric::Listener> listener, uint32_t provider_caps,
                      const proto::StreamParams& params);
-  // Stops serving listen_fd and aborts its unclaimed channels.
+  // Stops serving listen_fd. Its unclaimed channels stay claimable by other processes for
+  // kOrphanGraceMs (another process may hold the listening socket and accept them: a prefork
+  // server whose creator closes its copy), then are aborted.
   void RemoveListener(int listen_fd);
+  static constexpr uint64_t kOrphanGraceMs = 3000;
   // The listening socket is now known by another fd number (its first one was closed; a dup
   // remains).
   void RenameListener(int from_fd, int to_fd);
   // The channel the client announced for this accepted connection, or nullptr.
   std::unique_ptr<proto::Stream> Claim(int listen_fd, const proto::FourTuple& tuple);
   // Claim by another process that accepted the connection (handover.h): `proof_fd` must be a copy
-  // of the listening socket the channel is filed under.
-  std::unique_ptr<proto::Stream> ClaimProved(const proto::FourTuple& tuple, int proof_fd);
+  // of the listening socket the channel is filed under. ENOENT: no channel for the tuple (a plain
+  // client); ENXIO: that listening socket is not one we serve or served within the grace period.
+  Result<std::unique_ptr<proto::Stream>> ClaimProved(const proto::FourTuple& tuple, int proof_fd);
   // Counts, for sanstat and tests.
   size_t pending_count();
 
@@ -73,20 +78,32 @@ class ConnectionThread {
   void AfterForkChild();
 
  private:
+  // A listening socket's kernel identity: what a claimer's proof fd is compared with.
+  struct SocketId {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    bool operator==(const SocketId&) const = default;
+  };
+  static SocketId IdOf(int fd);
   struct Served {
     int listen_fd;
+    SocketId id;
     sockaddr_storage addr;
     std::unique_ptr<fabric::Listener> listener;
     uint32_t caps;
     proto::StreamParams params;
   };
   struct Pending {
-    int listen_fd;
+    int listen_fd;  // -1 once orphaned
+    SocketId listener;
     proto::FourTuple tuple;
     std::unique_ptr<proto::Stream> stream;
     // The serving thread is in Accept/Start for it, without the lock: nobody else touches the
     // stream (Claim waits, DropBroken and RemoveListener leave it to the serving thread).
     bool settling = false;
+    // Its listening socket was closed here (RemoveListener) at this time: only ClaimProved can
+    // take it, until the grace period ends.
+    uint64_t orphaned_ns = 0;
   };
 
   static void* Main(void* self);

@@ -153,9 +153,12 @@ void ControlService::Serve(SocketTable& table, const TakeChannel& take) {
         continue;
       }
       Result<proto::FourTuple> tuple = proto::DecodeConnectRequest(data);
-      std::unique_ptr<proto::Stream> stream =
-          tuple.ok() && proof.size() == 1 ? take(tuple.value(), proof[0].get()) : nullptr;
-      Status st = SendHandover(conn.get(), stream.get(), tuple.ok() ? ENOENT : EINVAL);
+      Result<std::unique_ptr<proto::Stream>> taken =
+          tuple.ok() && proof.size() == 1
+              ? take(tuple.value(), proof[0].get())
+              : Result<std::unique_ptr<proto::Stream>>(Status(EINVAL, "handover request"));
+      std::unique_ptr<proto::Stream> stream = taken.ok() ? std::move(taken).value() : nullptr;
+      Status st = SendHandover(conn.get(), stream.get(), taken.ok() ? 0 : taken.status().code());
       // A channel we could not hand over is lost to its accepter: reset it so the client is not
       // left waiting on a channel nobody reads.
       if (stream && !st.ok()) stream->Abort();

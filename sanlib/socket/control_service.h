@@ -36,9 +36,10 @@ class ControlService {
   static constexpr char kReport = 'R';
   static constexpr char kClaim = 'C';
   // Hands over the channel filed for a 4-tuple under the listening socket `proof_fd` is a copy of
-  // (removing it from the owner's books), or nullptr.
+  // (removing it from the owner's books). ENOENT: no channel for that tuple (a plain client);
+  // ENXIO: we do not serve that listening socket's rendezvous (any more).
   using TakeChannel =
-      std::function<std::unique_ptr<proto::Stream>(const proto::FourTuple&, int proof_fd)>;
+      std::function<Result<std::unique_ptr<proto::Stream>>(const proto::FourTuple&, int proof_fd)>;
 
   // Binds this pid's name; harmless if already open for this pid.
   Status Open();

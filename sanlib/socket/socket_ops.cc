@@ -13,8 +13,8 @@
 #include "common/log.h"
 #include "proto/wire.h"
 #include "san/san.h"
-#include "socket/handover.h"
 #include "socket/kernel.h"
+#include "socket/rendezvous_owner.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
 #include "socket/tcp_move.h"
@@ -178,45 +178,17 @@ int SocketCreate(int domain, int type, int protocol) {
 }
 
 int Listen(int fd, int backlog) {
-  Runtime& rt = Runtime::Get();
-  SanSocket* s = rt.table().Find(fd);
+  SanSocket* s = Runtime::Get().table().Find(fd);
   if (kernel::listen(fd, backlog) != 0) return -1;
   if (!s || s->listening.exchange(true)) return 0;  // a second listen() only changes the backlog
-  Result<sockaddr_storage> addr = LocalAddress(fd);
-  if (!addr.ok()) return 0;
-  const socklen_t alen = addr->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-  std::string why;
-  // One rendezvous per provider on the same address and port (shm for this host's clients, the
-  // rdma_cm listener for other hosts'), all served by the connection thread for this socket.
-  const std::vector<fabric::Provider*> providers =
-      rt.ListenProviders(reinterpret_cast<sockaddr*>(&addr.value()), alen, &why);
-  if (providers.empty()) {
-    SAN_LOG_INFO("fd %d: listening without SAN rendezvous: %s", fd, why.c_str());
-    return 0;
-  }
-  for (fabric::Provider* provider : providers) {
-    const proto::StreamParams params = rt.StreamParamsFor(*provider);
-    Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
-        reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));
-    if (!listener.ok()) {
-      SAN_LOG_WARN("fd %d: %s rendezvous unavailable (%s); its clients will use kernel TCP", fd,
-                   provider->name(), listener.status().ToString().c_str());
-      continue;
-    }
-    Status st = rt.connections().AddListener(fd, addr.value(), std::move(listener).value(),
-                                             provider->capabilities(), params);
-    if (st.ok()) {
-      s->rendezvous_owner.store(getpid());
-    } else {
-      SAN_LOG_WARN("fd %d: connection thread: %s", fd, st.ToString().c_str());
-    }
-  }
+  OpenRendezvous(*s, fd);
   return 0;
 }
 
 int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   Runtime& rt = Runtime::Get();
   SanSocket* ls = rt.table().Find(fd);
+  if (ls) CheckRendezvousOwner(*ls, fd);
   const int nfd = kernel::accept4(fd, addr, len, flags);
   if (nfd < 0 || !ls) return nfd;
   SanSocket* s = Track(nfd, flags & SOCK_NONBLOCK);
@@ -233,28 +205,21 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
     proto::FourTuple tuple;
     tuple.client = peer.value();
     tuple.server = local.value();
-    stream = rt.connections().Claim(ls->fd.load(), tuple);
-    const int owner = ls->rendezvous_owner.load();
-    fabric::Provider* provider = rt.ListenProvider(&no_san);
-    if (!stream && owner > 0 && owner != getpid() && provider) {
-      // Inherited listener (prefork server): the channel, if the client made one, is filed with
-      // the process that serves the rendezvous.
-      Result<std::unique_ptr<proto::Stream>> claimed = ClaimFromOwner(owner, tuple, fd, *provider);
-      if (claimed.ok()) {
-        stream = std::move(claimed).value();
-      } else if (claimed.status().code() != ENOENT) {
-        // The client is on a SAN channel we cannot reach: as TCP this connection would hang (the
-        // client waits on the channel). Reset it, as the kernel does a connection that failed
-        // before accept() returned it: ECONNABORTED, and the caller accepts the next one.
-        SAN_LOG_WARN("fd %d: SAN channel handover failed (%s); connection reset", nfd,
-                     claimed.status().ToString().c_str());
-        Release(nfd);
-        const linger reset{1, 0};
-        kernel::setsockopt(nfd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-        kernel::close(nfd);
-        errno = ECONNABORTED;
-        return -1;
-      }
+    Result<std::unique_ptr<proto::Stream>> found = FindChannel(*ls, ls->fd.load(), tuple);
+    if (found.ok()) {
+      stream = std::move(found).value();
+    } else {
+      // The client is on a SAN channel we cannot reach: as TCP this connection would hang (the
+      // client waits on the channel). Reset it, as the kernel does a connection that failed
+      // before accept() returned it: ECONNABORTED, and the caller accepts the next one.
+      SAN_LOG_WARN("fd %d: SAN channel handover failed (%s); connection reset", nfd,
+                   found.status().ToString().c_str());
+      Release(nfd);
+      const linger reset{1, 0};
+      kernel::setsockopt(nfd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+      kernel::close(nfd);
+      errno = ECONNABORTED;
+      return -1;
     }
   }
   Settle(*s, std::move(stream), std::move(reason));

@@ -1,7 +1,8 @@
 // Prefork servers: the listening socket is made (and its SAN rendezvous served) by one process,
 // and fork children accept on it. Each child must end up with the channel the client set up
 // (handed over by the owner, socket/handover.h) -- both ends shm, bytes intact -- and a plain
-// client must stay kernel TCP on both ends.
+// client must stay kernel TCP on both ends. The owner may exit or close its copy
+// (socket/rendezvous_owner.h): nobody is refused, and a worker takes the rendezvous over.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -159,6 +160,127 @@ TEST(Prefork, ChildrenAcceptingOnAnInheritedListenerGetTheClientsChannel) {
     waitpid(pid, nullptr, 0);
   }
   san_close(lfd);
+  close(report[0]);
+  close(report[1]);
+}
+
+// A plain kernel client: sends 100 kB of the pattern; true if all of it came back intact.
+bool PlainExchange(uint16_t port) {
+  const int plain = socket(AF_INET, SOCK_STREAM, 0);
+  timeval bound{10, 0};  // a dead worker must fail the test, not hang it
+  setsockopt(plain, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  sockaddr_in a = Loopback(port);
+  std::vector<uint8_t> out(100000), in(100000);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = Pattern(i);
+  const bool ok =
+      connect(plain, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      send(plain, out.data(), out.size(), 0) == static_cast<ssize_t>(out.size()) &&
+      recv(plain, in.data(), in.size(), MSG_WAITALL) == static_cast<ssize_t>(in.size()) &&
+      in == out;
+  close(plain);
+  return ok;
+}
+
+// The classic daemon start-up: the process that called listen() forks its workers and exits
+// before any client comes. No client may be refused or reset; once a worker has taken the
+// rendezvous over, SAN clients get shm channels again.
+TEST(Prefork, ListenerCreatorExitsLikeADaemon) {
+  int report[2], port_pipe[2];
+  ASSERT_EQ(pipe(report), 0);
+  ASSERT_EQ(pipe(port_pipe), 0);
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    uint16_t port = 0;
+    const int lfd = Listen(&port);
+    if (lfd < 0) _exit(2);
+    pid_t workers[2];
+    for (pid_t& w : workers) {
+      w = fork();
+      if (w == 0) Worker(lfd, report[1]);
+    }
+    if (write(port_pipe[1], &port, sizeof port) != sizeof port ||
+        write(port_pipe[1], workers, sizeof workers) != sizeof workers) {
+      _exit(3);
+    }
+    _exit(0);  // the workers carry on without their listener's creator
+  }
+  uint16_t port = 0;
+  pid_t workers[2] = {0, 0};
+  ASSERT_EQ(read(port_pipe[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  ASSERT_EQ(read(port_pipe[0], workers, sizeof workers), static_cast<ssize_t>(sizeof workers));
+  int status = 0;
+  ASSERT_EQ(waitpid(launcher, &status, 0), launcher);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  constexpr int kClients = 8;
+  std::vector<int> modes;
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ConnectSan(port);
+    ASSERT_GE(fd, 0) << "client " << i;
+    modes.push_back(Exchange(fd, 200000));
+    san_close(fd);
+  }
+  EXPECT_TRUE(PlainExchange(port));
+  for (int i = 0; i < kClients; ++i) EXPECT_NE(modes[i], -1) << "client " << i << " failed";
+  // The first connections may arrive before a worker took the rendezvous over (kernel TCP on
+  // both ends); the last ones find it served again.
+  EXPECT_EQ(modes[kClients - 1], SAN_MODE_SHM);
+  EXPECT_EQ(modes[kClients - 2], SAN_MODE_SHM);
+  const std::string verdicts = ReadVerdicts(report[0], kClients + 1);
+  EXPECT_EQ(verdicts.size(), static_cast<size_t>(kClients + 1));
+  EXPECT_EQ(verdicts.find('E'), std::string::npos) << verdicts;
+  // Our grandchildren (their parent is gone): not ours to reap.
+  for (pid_t pid : workers) {
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+  close(report[0]);
+  close(report[1]);
+  close(port_pipe[0]);
+  close(port_pipe[1]);
+}
+
+// A prefork creator that closes its copy of the listener after forking and becomes a client of
+// its own workers: channels filed before the close are still handed over, later clients are
+// never reset, and a worker takes the rendezvous over.
+TEST(Prefork, CreatorClosesItsListenerAndBecomesAClient) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  // Filed with us (the owner) before the workers exist, accepted by a worker after our close.
+  const int early = ConnectSan(port);
+  ASSERT_GE(early, 0);
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 2; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) Worker(lfd, report[1]);
+    ASSERT_GT(pid, 0);
+    workers.push_back(pid);
+  }
+  ASSERT_EQ(san_close(lfd), 0);
+  EXPECT_EQ(Exchange(early, 300000), SAN_MODE_SHM);
+  ASSERT_EQ(san_shutdown(early, SHUT_WR), 0);
+  san_close(early);
+  constexpr int kClients = 8;
+  std::vector<int> modes;
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ConnectSan(port);
+    ASSERT_GE(fd, 0);
+    modes.push_back(Exchange(fd, 200000));
+    san_close(fd);
+  }
+  EXPECT_TRUE(PlainExchange(port));
+  for (int i = 0; i < kClients; ++i) EXPECT_NE(modes[i], -1) << "client " << i << " failed";
+  EXPECT_EQ(modes[kClients - 1], SAN_MODE_SHM);
+  const std::string verdicts = ReadVerdicts(report[0], kClients + 2);
+  EXPECT_EQ(verdicts.size(), static_cast<size_t>(kClients + 2));
+  EXPECT_EQ(verdicts.find('E'), std::string::npos) << verdicts;
+  for (pid_t pid : workers) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
   close(report[0]);
   close(report[1]);
 }

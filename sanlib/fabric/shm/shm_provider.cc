@@ -10,10 +10,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/fd_placement.h"
 #include "common/clock.h"
+#include "common/fd_placement.h"
 #include "common/shared_mapping.h"
 #include "fabric/address.h"
+#include "fabric/shm/rendezvous.h"
 #include "fabric/shm/shm_endpoint.h"
 #include "fabric/shm/shm_layout.h"
 #include "fabric/shm/shm_listener.h"
@@ -53,8 +54,7 @@ ShmProvider::ShmProvider() {
   // Providers live for the process (registry.h), so the handlers may refer to this one. Only the
   // first provider object registers (tests may make more; they do not fork around them).
   static ShmProvider* const self = this;
-  pthread_atfork([] { self->mu_.lock(); }, [] { self->mu_.unlock(); },
-                 [] { self->mu_.unlock(); });
+  pthread_atfork([] { self->mu_.lock(); }, [] { self->mu_.unlock(); }, [] { self->mu_.unlock(); });
 }
 
 bool ShmProvider::Reaches(const sockaddr* peer, socklen_t len) const {
@@ -92,6 +92,20 @@ Result<std::unique_ptr<Listener>> ShmProvider::Listen(const sockaddr* addr, sock
   Result<std::unique_ptr<ShmListener>> l = ShmListener::Create(key.value(), attr, kMaxMtu);
   if (!l.ok()) return l.status();
   return std::unique_ptr<Listener>(std::move(l).value());
+}
+
+int ShmProvider::RendezvousPid(const sockaddr* addr, socklen_t len) const {
+  Result<std::string> key = AddressKey(addr, len);
+  if (!key.ok()) return 0;
+  // The listener's pid is what SO_PEERCRED reports to a client of its socket: connect, ask, and
+  // close at once (the listener drops a connection that sends no request).
+  UniqueFd sock(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return 0;
+  sockaddr_storage where;
+  socklen_t where_len;
+  RendezvousAddress(key.value(), &where, &where_len);
+  if (connect(sock.get(), reinterpret_cast<sockaddr*>(&where), where_len) != 0) return 0;
+  return PeerPid(sock.get());
 }
 
 Result<std::unique_ptr<Endpoint>> ShmProvider::CreateEndpoint(const EndpointAttr& attr) {

@@ -1,0 +1,116 @@
+#include "socket/rendezvous_owner.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "socket/handover.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+socklen_t LengthOf(const sockaddr_storage& a) {
+  return a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+}
+
+bool OwnerGone(int owner) { return owner > 0 && kill(owner, 0) != 0 && errno == ESRCH; }
+
+// The owner `seen` no longer serves the rendezvous: open it here, or learn who did.
+void TakeOver(SanSocket& ls, int listen_fd, int seen) {
+  // One thread of this process does it; the others carry on with what it leaves behind.
+  if (!ls.rendezvous_owner.compare_exchange_strong(seen, -1)) return;
+  bool in_use = false;
+  if (OpenRendezvous(ls, listen_fd, &in_use)) {
+    SAN_LOG_INFO("fd %d: took over the SAN rendezvous of pid %d", listen_fd, seen);
+    return;
+  }
+  int now_owner = 0;
+  Result<sockaddr_storage> addr = LocalAddress(listen_fd);
+  std::string why;
+  fabric::Provider* provider = Runtime::Get().ListenProvider(&why);
+  if (in_use && addr.ok() && provider) {
+    now_owner =
+        provider->RendezvousPid(reinterpret_cast<sockaddr*>(&addr.value()), LengthOf(addr.value()));
+  }
+  ls.rendezvous_owner.store(now_owner);
+}
+
+// The owner did not hand the channel over because it does not serve this socket any more, or
+// cannot be reached at all: the rendezvous has moved or is gone.
+bool OwnerLost(int code) { return code == ENXIO || code == ECONNREFUSED || code == EPERM; }
+
+}  // namespace
+
+bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
+  Runtime& rt = Runtime::Get();
+  Result<sockaddr_storage> addr = LocalAddress(fd);
+  if (!addr.ok()) return false;
+  const socklen_t alen = LengthOf(addr.value());
+  std::string why;
+  // One rendezvous per provider on the same address and port (shm for this host's clients, the
+  // rdma_cm listener for other hosts'), all served by the connection thread for this socket.
+  const std::vector<fabric::Provider*> providers =
+      rt.ListenProviders(reinterpret_cast<sockaddr*>(&addr.value()), alen, &why);
+  if (providers.empty()) {
+    SAN_LOG_INFO("fd %d: listening without SAN rendezvous: %s", fd, why.c_str());
+    return false;
+  }
+  bool opened = false;
+  for (fabric::Provider* provider : providers) {
+    const proto::StreamParams params = rt.StreamParamsFor(*provider);
+    Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
+        reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));
+    if (!listener.ok()) {
+      if (listener.status().code() == EADDRINUSE && in_use) *in_use = true;
+      SAN_LOG_INFO("fd %d: %s rendezvous unavailable (%s); its clients will use kernel TCP", fd,
+                   provider->name(), listener.status().ToString().c_str());
+      continue;
+    }
+    Status st = rt.connections().AddListener(fd, addr.value(), std::move(listener).value(),
+                                             provider->capabilities(), params);
+    if (st.ok()) {
+      opened = true;
+    } else {
+      SAN_LOG_WARN("fd %d: connection thread: %s", fd, st.ToString().c_str());
+    }
+  }
+  if (opened) s.rendezvous_owner.store(getpid());
+  return opened;
+}
+
+void CheckRendezvousOwner(SanSocket& ls, int listen_fd) {
+  const int owner = ls.rendezvous_owner.load();
+  if (owner != getpid() && OwnerGone(owner)) TakeOver(ls, listen_fd, owner);
+}
+
+Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd,
+                                                   const proto::FourTuple& tuple) {
+  Runtime& rt = Runtime::Get();
+  if (std::unique_ptr<proto::Stream> mine = rt.connections().Claim(listen_fd, tuple)) {
+    return mine;
+  }
+  std::string why;
+  fabric::Provider* provider = rt.ListenProvider(&why);
+  // Twice at most: the first owner may have given the rendezvous up to another process.
+  for (int attempt = 0; attempt < 2 && provider; ++attempt) {
+    const int owner = ls.rendezvous_owner.load();
+    if (owner <= 0 || owner == getpid()) break;
+    Result<std::unique_ptr<proto::Stream>> claimed =
+        ClaimFromOwner(owner, tuple, listen_fd, *provider);
+    if (claimed.ok()) return claimed;
+    const int code = claimed.status().code();
+    if (code == ENOENT) break;  // the owner has no channel for it: a plain client
+    if (!OwnerLost(code)) return claimed.status();
+    SAN_LOG_INFO("fd %d: the SAN rendezvous owner %d is gone (%s)", listen_fd, owner,
+                 claimed.status().ToString().c_str());
+    TakeOver(ls, listen_fd, owner);
+  }
+  return std::unique_ptr<proto::Stream>();
+}
+
+}  // namespace san

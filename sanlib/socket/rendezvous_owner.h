@@ -1,0 +1,44 @@
+// Who serves a listening socket's SAN rendezvous, and how the processes sharing the socket find
+// the channel a client set up for the connection they accepted.
+//
+// listen() opens the rendezvous (one per provider) and this process's connection thread serves
+// it: it is the socket's *owner*, and every client's channel is filed there. Processes that share
+// the listening socket -- fork children of a prefork server or a daemon, a process it was passed
+// to -- accept connections whose channels the owner filed and claim them (handover.h). The owner
+// may exit (a daemon's parent, a prefork creator) or close its copy (a creator that becomes a
+// client): then the rendezvous is gone, clients fall back to kernel TCP, and the next process
+// that accepts takes the rendezvous over -- it opens it itself, or, if another process of the
+// group was first, learns that one's pid from the provider -- so later clients get channels
+// again. A client is never refused for any of this: a connection whose channel cannot be found is
+// kernel TCP on both ends; only a channel that exists but could not be handed over resets it (the
+// client would otherwise wait on a channel nobody reads).
+//
+// Thread-safety: as the C API. SanSocket::rendezvous_owner is the shared word: the takeover
+// claims it with a compare-and-swap, so one thread of a process opens the rendezvous.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+#include "proto/stream.h"
+#include "proto/wire.h"
+#include "socket/san_socket.h"
+
+namespace san {
+
+// Opens the rendezvous of the listening socket `fd` for every provider that serves its address
+// and records this process as its owner. False if none could be opened (`in_use` says whether
+// another process holds it).
+bool OpenRendezvous(SanSocket& s, int fd, bool* in_use = nullptr);
+
+// Before an accept on `ls` (fd `listen_fd`) by a process that is not its owner: if the owner
+// process is gone, takes the rendezvous over. One kill(2) when the owner is alive.
+void CheckRendezvousOwner(SanSocket& ls, int listen_fd);
+
+// The channel for the connection `tuple` accepted on `ls`: filed here, or claimed from the
+// owner. nullptr: the client has none (plain, or it fell back): kernel TCP. An error: the client
+// has a channel that could not be obtained (the connection must be reset).
+Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd,
+                                                   const proto::FourTuple& tuple);
+
+}  // namespace san
