@@ -313,8 +313,9 @@ void EpollSet::RefreshLocked(int epfd) {
                                     return false;
                                   }
                                   // TCP fallback or a listener: the kernel registration is all it
-                                  // needs.
-                                  return mode == SocketMode::kTcp || now->listening.load();
+                                  // needs (unless the connection may still move to shm).
+                                  return (mode == SocketMode::kTcp && !LatePending(*now)) ||
+                                         now->listening.load();
                                 }),
                  members_.end());
   size_.store(members_.size(), std::memory_order_release);

@@ -115,7 +115,10 @@ int ioctl(int fd, unsigned long request, ...) {
     return -1;
   }
   if (request == FIONREAD) {
-    const size_t n = s->stream->Available();
+    size_t n = s->stream->Available();
+    // The peer's bytes from before its move to shm (socket/late_upgrade.h) come first.
+    int tcp = 0;
+    if (san::InflowPending(*s) && Real().ioctl(fd, FIONREAD, &tcp) == 0 && tcp > 0) n += tcp;
     *static_cast<int*>(arg) = n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
     return 0;
   }

@@ -17,7 +17,7 @@
 #include "socket/socket_ops.h"
 
 using san::compat::Managed;
-using san::compat::ManagedShm;
+using san::compat::ManagedData;
 using san::compat::Real;
 
 extern "C" [[noreturn]] void __chk_fail(void);
@@ -25,43 +25,43 @@ extern "C" [[noreturn]] void __chk_fail(void);
 extern "C" {
 
 ssize_t read(int fd, void* buf, size_t len) {
-  if (!ManagedShm(fd)) return Real().read(fd, buf, len);
+  if (!ManagedData(fd)) return Real().read(fd, buf, len);
   return san_recv(fd, buf, len, 0);
 }
 
 ssize_t __read_chk(int fd, void* buf, size_t len, size_t buflen) {
-  if (!ManagedShm(fd)) return Real().read_chk(fd, buf, len, buflen);
+  if (!ManagedData(fd)) return Real().read_chk(fd, buf, len, buflen);
   if (len > buflen) __chk_fail();
   return san_recv(fd, buf, len, 0);
 }
 
 ssize_t write(int fd, const void* buf, size_t len) {
-  if (!ManagedShm(fd)) return Real().write(fd, buf, len);
+  if (!ManagedData(fd)) return Real().write(fd, buf, len);
   return san_send(fd, buf, len, 0);
 }
 
 ssize_t readv(int fd, const iovec* iov, int iovcnt) {
-  if (!ManagedShm(fd)) return Real().readv(fd, iov, iovcnt);
+  if (!ManagedData(fd)) return Real().readv(fd, iov, iovcnt);
   return san::RecvIov(fd, iov, iovcnt, 0);
 }
 
 ssize_t writev(int fd, const iovec* iov, int iovcnt) {
-  if (!ManagedShm(fd)) return Real().writev(fd, iov, iovcnt);
+  if (!ManagedData(fd)) return Real().writev(fd, iov, iovcnt);
   return san::SendIov(fd, iov, iovcnt, 0);
 }
 
 ssize_t send(int fd, const void* buf, size_t len, int flags) {
-  if (!ManagedShm(fd)) return Real().send(fd, buf, len, flags);
+  if (!ManagedData(fd)) return Real().send(fd, buf, len, flags);
   return san_send(fd, buf, len, flags);
 }
 
 ssize_t recv(int fd, void* buf, size_t len, int flags) {
-  if (!ManagedShm(fd)) return Real().recv(fd, buf, len, flags);
+  if (!ManagedData(fd)) return Real().recv(fd, buf, len, flags);
   return san_recv(fd, buf, len, flags);
 }
 
 ssize_t __recv_chk(int fd, void* buf, size_t len, size_t buflen, int flags) {
-  if (!ManagedShm(fd)) return Real().recv_chk(fd, buf, len, buflen, flags);
+  if (!ManagedData(fd)) return Real().recv_chk(fd, buf, len, buflen, flags);
   if (len > buflen) __chk_fail();
   return san_recv(fd, buf, len, flags);
 }
@@ -69,12 +69,12 @@ ssize_t __recv_chk(int fd, void* buf, size_t len, size_t buflen, int flags) {
 // A connected stream socket ignores sendto's address (as TCP does) and reports no source address.
 ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* addr,
                socklen_t addr_len) {
-  if (!ManagedShm(fd)) return Real().sendto(fd, buf, len, flags, addr, addr_len);
+  if (!ManagedData(fd)) return Real().sendto(fd, buf, len, flags, addr, addr_len);
   return san_send(fd, buf, len, flags);
 }
 
 ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* addr, socklen_t* addr_len) {
-  if (!ManagedShm(fd)) return Real().recvfrom(fd, buf, len, flags, addr, addr_len);
+  if (!ManagedData(fd)) return Real().recvfrom(fd, buf, len, flags, addr, addr_len);
   const ssize_t n = san_recv(fd, buf, len, flags);
   if (n >= 0 && addr && addr_len) *addr_len = 0;
   return n;
@@ -82,7 +82,7 @@ ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* addr, sockl
 
 ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buflen, int flags, sockaddr* addr,
                        socklen_t* addr_len) {
-  if (!ManagedShm(fd)) return Real().recvfrom_chk(fd, buf, len, buflen, flags, addr, addr_len);
+  if (!ManagedData(fd)) return Real().recvfrom_chk(fd, buf, len, buflen, flags, addr, addr_len);
   if (len > buflen) __chk_fail();
   return recvfrom(fd, buf, len, flags, addr, addr_len);
 }
@@ -90,7 +90,7 @@ ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buflen, int flags, 
 // Ancillary data has no meaning on a SAN connection (TCP carries none an application can send
 // portably): refused with EINVAL rather than dropped silently.
 ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
-  if (!ManagedShm(fd)) return Real().sendmsg(fd, msg, flags);
+  if (!ManagedData(fd)) return Real().sendmsg(fd, msg, flags);
   if (msg->msg_controllen > 0) {
     errno = EINVAL;
     return -1;
@@ -99,7 +99,7 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
 }
 
 ssize_t recvmsg(int fd, msghdr* msg, int flags) {
-  if (!ManagedShm(fd)) return Real().recvmsg(fd, msg, flags);
+  if (!ManagedData(fd)) return Real().recvmsg(fd, msg, flags);
   const ssize_t n = san::RecvIov(fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
   if (n >= 0) {
     msg->msg_namelen = 0;
@@ -115,7 +115,7 @@ ssize_t recvmsg(int fd, msghdr* msg, int flags) {
 // receive after the first nonblocking; its timeout is looked at only after each message (as the
 // kernel's) and the time left is written back.
 int sendmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags) {
-  if (!ManagedShm(fd)) return Real().sendmmsg(fd, msgs, vlen, flags);
+  if (!ManagedData(fd)) return Real().sendmmsg(fd, msgs, vlen, flags);
   if (vlen > UIO_MAXIOV) vlen = UIO_MAXIOV;
   unsigned int sent = 0;
   bool failed = false;
@@ -128,7 +128,7 @@ int sendmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags) {
 }
 
 int recvmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags, timespec* timeout) {
-  if (!ManagedShm(fd)) return Real().recvmmsg(fd, msgs, vlen, flags, timeout);
+  if (!ManagedData(fd)) return Real().recvmmsg(fd, msgs, vlen, flags, timeout);
   if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
     errno = EINVAL;
     return -1;
@@ -167,7 +167,7 @@ int recvmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags, timespec* time
 }
 
 ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
-  if (!ManagedShm(out_fd)) return Real().sendfile(out_fd, in_fd, offset, count);
+  if (!ManagedData(out_fd)) return Real().sendfile(out_fd, in_fd, offset, count);
   return san_sendfile(out_fd, in_fd, offset, count);
 }
 

@@ -8,6 +8,7 @@
 #include "compat/policy.h"
 #include "compat/real_calls.h"
 #include "socket/kernel.h"
+#include "socket/rendezvous_owner.h"
 #include "socket/socket_ops.h"
 
 using san::compat::Managed;
@@ -37,13 +38,32 @@ int listen(int fd, int backlog) {
   return san::Listen(fd, backlog);
 }
 
+namespace {
+
+// A listening socket sanlib did not see made (inherited over exec, received over SCM_RIGHTS,
+// systemd's LISTEN_FDS): adopted at its first accept if the policy admits it, so that clients'
+// channels are found and its connections may move to shm.
+bool AdoptedListener(int fd) {
+  if (!Policy::Get().AdmitSocket(AF_INET, SOCK_STREAM, 0)) return false;
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (san::kernel::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+      (local.ss_family != AF_INET && local.ss_family != AF_INET6) ||
+      !Policy::Get().AdmitAddress(reinterpret_cast<sockaddr*>(&local), len)) {
+    return false;
+  }
+  return san::AdoptListener(fd) != nullptr;
+}
+
+}  // namespace
+
 int accept(int fd, sockaddr* addr, socklen_t* len) {
-  if (!Managed(fd)) return Real().accept(fd, addr, len);
+  if (!Managed(fd) && !AdoptedListener(fd)) return Real().accept(fd, addr, len);
   return san::Accept(fd, addr, len, 0);
 }
 
 int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
-  if (!Managed(fd)) return Real().accept4(fd, addr, len, flags);
+  if (!Managed(fd) && !AdoptedListener(fd)) return Real().accept4(fd, addr, len, flags);
   return san::Accept(fd, addr, len, flags);
 }
 

@@ -18,7 +18,7 @@
 #include "san/san.h"
 #include "socket/socket_ops.h"
 
-using san::compat::ManagedShm;
+using san::compat::ManagedData;
 using san::compat::Real;
 
 namespace {
@@ -82,7 +82,7 @@ void AttachStandardStreams() {
   const char* modes[3] = {"r", "w", "w"};
   bool any = false;
   for (int fd = 0; fd < 3; ++fd) {
-    if (!ManagedShm(fd)) continue;
+    if (!ManagedData(fd)) continue;
     FILE* f = OpenSanStream(fd, modes[fd]);
     if (!f) continue;
     if (fd == 2) setvbuf(f, nullptr, _IONBF, 0);  // stderr stays unbuffered
@@ -98,7 +98,7 @@ void AttachStandardStreams() {
 }  // namespace san::compat
 
 extern "C" FILE* fdopen(int fd, const char* mode) {
-  if (!ManagedShm(fd) || !mode) return Real().fdopen(fd, mode);
+  if (!ManagedData(fd) || !mode) return Real().fdopen(fd, mode);
   if (!strchr("rwa", mode[0])) {
     errno = EINVAL;
     return nullptr;

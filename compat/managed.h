@@ -21,4 +21,13 @@ inline SanSocket* ManagedShm(int fd) {
   return s && s->mode.load(std::memory_order_acquire) == SocketMode::kShm ? s : nullptr;
 }
 
+// A managed socket whose data calls are sanlib's: over SAN now, or a kernel TCP connection that
+// may still move to shm (socket/late_upgrade.h), whose reads and writes sanlib must count.
+inline SanSocket* ManagedData(int fd) {
+  SanSocket* s = Managed(fd);
+  if (!s) return nullptr;
+  const SocketMode mode = s->mode.load(std::memory_order_acquire);
+  return mode == SocketMode::kShm || (mode == SocketMode::kTcp && LatePending(*s)) ? s : nullptr;
+}
+
 }  // namespace san::compat

@@ -87,6 +87,12 @@ const std::vector<SettingInfo>& Settings() {
        "verbs: sends of at least this many bytes go from the application's memory, registered "
        "for the call, without a staging copy (0 or off = never)"},
       {"SAN_LINGER_MS", "2000", "close thread waits this long for FIN/FINACK before aborting"},
+      {"SAN_SETUP", "eager",
+       "eager|late: eager sets up a local connection's shm channel in connect(); late starts "
+       "every connection on kernel TCP and moves it to shm once it has lived SAN_UPGRADE_DELAY_US"},
+      {"SAN_UPGRADE_DELAY_US", "2000",
+       "how long a local connection runs on kernel TCP before both ends move it to shm (late "
+       "set-up, and connections the eager set-up could not equip)"},
       {"SAN_LOG", "warn", "error|warn|info|debug"},
       {"SAN_RULES", "",
        "preload: 'allow|deny [prog=GLOB] [port=N[-M]] [addr=IP[/LEN]]; ...', first match wins"},
@@ -140,6 +146,14 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
     }
   }
   num("SAN_LINGER_MS", 0, 600000, &c.linger_ms);
+  if (const char* v = getenv_fn("SAN_SETUP")) {
+    if (!strcmp(v, "late")) {
+      c.late_setup = true;
+    } else if (strcmp(v, "eager") != 0) {
+      bad("SAN_SETUP", v);
+    }
+  }
+  num("SAN_UPGRADE_DELAY_US", 0, 600000000, &c.upgrade_delay_us);
   if (const char* v = getenv_fn("SAN_LOG")) {
     if (!ParseLogLevel(v, &c.log_level)) bad("SAN_LOG", v);
   }

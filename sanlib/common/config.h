@@ -40,6 +40,13 @@ struct Config {
   // call, instead of through a staging slot (0 = never; providers with kCapRegisteredSend only).
   uint32_t zero_copy_min = 256u << 10;
   uint32_t linger_ms = 2000;  // how long the close thread waits for FIN/FINACK before aborting
+  // Connection set-up (docs/sockets.md "Connection set-up"). eager: a client sets up its shm
+  // channel with the listener's rendezvous before connect() returns. late: every connection starts
+  // on kernel TCP and both ends move it to shm once it has lived upgrade_delay_us (short
+  // connections cost what TCP costs). A connection the eager set-up could not equip (its
+  // listener's owner gone, no rendezvous) is moved late in either mode.
+  bool late_setup = false;
+  uint32_t upgrade_delay_us = 2000;
   LogLevel log_level = LogLevel::kWarn;
   // Compatibility layer: which sockets a preloaded program makes SAN-capable (compat/rules.h).
   std::string rules;       // SAN_RULES: rules separated by ';'

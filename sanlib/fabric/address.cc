@@ -72,6 +72,7 @@ Status ConnectKeys(const sockaddr* addr, socklen_t len, std::vector<std::string>
   if (!ip.ok()) return ip.status();
   keys->clear();
   keys->push_back(Format(ip.value()));
+  if (IsPrivateRendezvous(addr, len)) return Status::Ok();
   IpAddress wildcard;
   wildcard.family = ip->family;
   wildcard.port = ip->port;
@@ -82,6 +83,22 @@ Status ConnectKeys(const sockaddr* addr, socklen_t len, std::vector<std::string>
     keys->push_back(Format(wildcard));
   }
   return Status::Ok();
+}
+
+sockaddr_in6 PrivateRendezvousAddress(uint64_t id, uint16_t port) {
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr.s6_addr[0] = 0x01;  // 100::/64
+  for (int i = 0; i < 8; ++i) a.sin6_addr.s6_addr[8 + i] = static_cast<uint8_t>(id >> (8 * i));
+  a.sin6_port = htons(port == 0 ? 1 : port);
+  return a;
+}
+
+bool IsPrivateRendezvous(const sockaddr* addr, socklen_t len) {
+  if (addr->sa_family != AF_INET6 || len < sizeof(sockaddr_in6)) return false;
+  static const uint8_t kPrefix[8] = {0x01, 0, 0, 0, 0, 0, 0, 0};
+  return std::memcmp(reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr.s6_addr, kPrefix, 8) ==
+         0;
 }
 
 bool IsLoopbackAddress(const sockaddr* addr, socklen_t len) {

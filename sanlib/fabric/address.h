@@ -8,6 +8,7 @@
 // listener and a client that spell the same host differently meet at the same key.
 #pragma once
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <string>
@@ -24,6 +25,12 @@ Result<std::string> AddressKey(const sockaddr* addr, socklen_t len);
 // bound to INADDR_ANY / in6addr_any is reachable through every local address), and for IPv4 also
 // the IPv6 wildcard (a dual-stack listener bound to "::").
 Status ConnectKeys(const sockaddr* addr, socklen_t len, std::vector<std::string>* keys);
+
+// A rendezvous private to one connection (socket/late_upgrade.h) is named by an address in the
+// IPv6 discard prefix 100::/64, which no host uses: its key is tried exactly, never with the
+// wildcards (a real listener on the same port must not see such requests).
+sockaddr_in6 PrivateRendezvousAddress(uint64_t id, uint16_t port);
+bool IsPrivateRendezvous(const sockaddr* addr, socklen_t len);
 
 // True for 127.0.0.0/8, ::1 and their v4-mapped forms.
 bool IsLoopbackAddress(const sockaddr* addr, socklen_t len);

@@ -94,6 +94,9 @@ struct StreamShared {
   uint16_t recv_seq = 0;
   bool wakeup_sent = false;
   bool wakeup_received = false;
+  // The peer's WAKEUP said its connection began on kernel TCP: how many bytes it wrote there.
+  bool peer_from_tcp = false;
+  uint64_t peer_tcp_bytes = 0;
   bool fin_pending = false;  // FIN requested, waiting for the combine buffer to drain
   bool nodelay = false;
   int error = 0;
@@ -469,6 +472,8 @@ class Stream::Locked {
         if (!sh_.window.Grant(h->credits).ok()) return Violation();
         sh_.peer_buffer_size = body->buffer_size;
         sh_.peer_can_write = (body->flags & kWakeupCanWrite) != 0;
+        sh_.peer_from_tcp = (body->flags & kWakeupFromTcp) != 0;
+        sh_.peer_tcp_bytes = body->tcp_bytes;
         sh_.acks.set_threshold(
             EffectiveAckThreshold(s_.params_.ack_threshold, s_.params_.window, body->ack_reserve));
         sh_.wakeup_received = true;
@@ -1064,7 +1069,16 @@ Result<std::unique_ptr<Stream>> Stream::Import(fabric::Provider& provider, Strea
   return s;
 }
 
-Status Stream::Start() {
+Status Stream::Start() { return Start(std::nullopt); }
+
+std::optional<uint64_t> Stream::PeerTcpBytes() {
+  Locked l(*this);
+  l.Progress();
+  if (!l.sh().peer_from_tcp) return std::nullopt;
+  return l.sh().peer_tcp_bytes;
+}
+
+Status Stream::Start(std::optional<uint64_t> tcp_bytes) {
   Locked l(*this);
   StreamShared& sh = l.sh();
   if (sh.wakeup_sent) return Status::Ok();
@@ -1077,10 +1091,14 @@ Status Stream::Start() {
   sh.can_write = (caps_ & fabric::kCapSingleCopy) && (caps_ & fabric::kCapSendFromAnyMemory) &&
                  endpoint_->CanWriteWindows();
   if (sh.can_write) body.flags |= kWakeupCanWrite;
+  if (tcp_bytes) {
+    body.flags |= kWakeupFromTcp;
+    body.tcp_bytes = *tcp_bytes;
+  }
   int slot = l.FreeSlot();
   if (slot < 0) return Status(EAGAIN, "staging");
   EncodeWakeup(body, l.Slot(slot));
-  fabric::Segment seg{l.Slot(slot), WakeupBody::kSize, staging_region_.key};
+  fabric::Segment seg{l.Slot(slot), static_cast<uint32_t>(body.size()), staging_region_.key};
   Status st = l.PostPacket(PacketType::kWakeup, &seg, 1, kStagingTag | slot, true);
   if (!st.ok()) return st;
   sh.slot_busy[slot] = 1;

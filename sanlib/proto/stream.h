@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -153,6 +154,13 @@ class Stream {
 
   // After the endpoint is connected/accepted: sends our WAKEUP.
   Status Start();
+  // The same for a connection that ran on kernel TCP until now (socket/late_upgrade.h): the
+  // WAKEUP says how many bytes we wrote to the kernel socket (`tcp_bytes`; the wake byte follows
+  // them there).
+  Status Start(std::optional<uint64_t> tcp_bytes);
+  // The peer's count from its WAKEUP, once it arrived (this makes progress first); nullopt until
+  // then, and for a peer that did not begin on TCP.
+  std::optional<uint64_t> PeerTcpBytes();
 
   // Queues up to the whole of `iov` for sending; returns bytes taken (may be fewer than asked when
   // the window closes). EAGAIN: nothing could be taken now. EPIPE after ShutdownWrite. The sticky

@@ -49,16 +49,21 @@ Result<Header> DecodeImm(uint32_t imm) {
   return h;
 }
 
-void EncodeWakeup(const WakeupBody& body, std::byte out[WakeupBody::kSize]) {
+size_t WakeupBody::size() const { return (flags & kWakeupFromTcp) ? kSizeFromTcp : kSize; }
+
+void EncodeWakeup(const WakeupBody& body, std::byte* out) {
   Put32(out, WakeupBody::kMagic);
   Put16(out + 4, body.window);
   Put16(out + 6, body.ack_reserve);
   Put32(out + 8, body.buffer_size);
   Put32(out + 12, body.flags);
+  if (body.flags & kWakeupFromTcp) Put64(out + 16, body.tcp_bytes);
 }
 
 Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length) {
-  if (length != WakeupBody::kSize) return Status(EPROTO, "wakeup size check");
+  if (length != WakeupBody::kSize && length != WakeupBody::kSizeFromTcp) {
+    return Status(EPROTO, "wakeup size check");
+  }
   if (Get32(in) != WakeupBody::kMagic) return Status(EPROTO, "wakeup magic check");
   WakeupBody b;
   b.window = Get16(in + 4);
@@ -66,9 +71,10 @@ Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length) {
   b.buffer_size = Get32(in + 8);
   b.flags = Get32(in + 12);
   if (b.window == 0 || b.window > 255 || b.buffer_size < 64 ||
-      (b.flags & ~kWakeupKnownFlags) != 0) {
+      (b.flags & ~kWakeupKnownFlags) != 0 || b.size() != length) {
     return Status(EPROTO, "wakeup field check");
   }
+  if (b.flags & kWakeupFromTcp) b.tcp_bytes = Get64(in + 16);
   return b;
 }
 

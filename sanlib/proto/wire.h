@@ -48,21 +48,31 @@ Result<Header> DecodeImm(uint32_t imm);
 
 // WAKEUP: each side's first packet. Says how many of the sender's receive buffers the peer may use
 // for DATA (its window) and how large they are. Little-endian fixed layout.
+// A connection that began on kernel TCP and moves to SAN (socket/late_upgrade.h) says where its
+// TCP part ends: kWakeupFromTcp, and 8 more bytes (24 in all) with the number of bytes the sender
+// wrote to the kernel socket before it (tcp_bytes); one byte more follows there, the wake byte,
+// which is not data.
 struct WakeupBody {
   static constexpr uint32_t kMagic = 0x53414e57;  // "SANW"
   static constexpr size_t kSize = 16;
+  static constexpr size_t kSizeFromTcp = 24;
   uint16_t window = 0;       // DATA packets the peer may have in flight towards us
   uint16_t ack_reserve = 0;  // extra receives posted for ACKs and FIN (w/t + 1)
   uint32_t buffer_size = 0;  // bytes per receive buffer = largest DATA payload we accept
-  uint32_t flags = 0;        // kWakeupCanWrite; other bits reserved, 0
+  uint32_t flags = 0;        // kWakeupCanWrite, kWakeupFromTcp; other bits reserved, 0
+  uint64_t tcp_bytes = 0;    // kWakeupFromTcp only
+  size_t size() const;       // kSize, or kSizeFromTcp with kWakeupFromTcp
 };
 static_assert(WakeupBody::kSize == 16);
 // WAKEUP flag: the sender of this WAKEUP can write into windows the receiver exposes (single copy:
 // its provider has kCapSingleCopy and the kernel let it write into the receiver's process).
 constexpr uint32_t kWakeupCanWrite = 1u << 0;
-constexpr uint32_t kWakeupKnownFlags = kWakeupCanWrite;
+// WAKEUP flag: tcp_bytes is present (above).
+constexpr uint32_t kWakeupFromTcp = 1u << 1;
+constexpr uint32_t kWakeupKnownFlags = kWakeupCanWrite | kWakeupFromTcp;
 
-void EncodeWakeup(const WakeupBody& body, std::byte out[WakeupBody::kSize]);
+// `out` has room for body.size() bytes.
+void EncodeWakeup(const WakeupBody& body, std::byte* out);
 Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length);
 
 // ADVERT body (single copy): a receiver blocked in recv() with nothing queued offers its buffer.

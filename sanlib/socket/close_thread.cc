@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "socket/kernel.h"
 #include "socket/socket_ops.h"
 #include "socket/tcp_move.h"
 
@@ -99,6 +100,18 @@ void CloseThread::AfterForkChild() {
 }
 
 bool CloseThread::Finish(Closing& c, uint64_t now) {
+  const bool done = FinishStep(c, now);
+  // A connection that began on kernel TCP (late_upgrade.h): the peer's wake byte may still sit in
+  // the kernel socket, and closing a socket with unread bytes resets the peer.
+  if (done && c.stream->PeerTcpBytes()) {
+    char sink[256];
+    while (kernel::recv(c.kernel_fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+  }
+  return done;
+}
+
+bool CloseThread::FinishStep(Closing& c, uint64_t now) {
   proto::Stream& s = *c.stream;
   if (s.Moved()) {
     // The connection went on over TCP (tcp_move.h): what is owed is the relay; then closing our

@@ -67,6 +67,7 @@ class CloseThread {
   void Run();
   // One pass over the closing connections; returns true for each that may be released.
   bool Finish(Closing& c, uint64_t now);
+  bool FinishStep(Closing& c, uint64_t now);
   void EnsureThreadLocked();
 
   std::mutex mu_;

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "socket/socket_ops.h"
 
 namespace san {
 
@@ -52,13 +53,14 @@ Status ConnectionThread::EnsureRunning() {
 
 Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr,
                                      std::unique_ptr<fabric::Listener> listener,
-                                     uint32_t provider_caps, const proto::StreamParams& params) {
+                                     uint32_t provider_caps, const proto::StreamParams& params,
+                                     bool late) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Status st = StartThreadLocked();
     if (!st.ok()) return st;
-    served_.push_back(
-        Served{listen_fd, IdOf(listen_fd), addr, std::move(listener), provider_caps, params});
+    served_.push_back(Served{listen_fd, late ? SocketId{} : IdOf(listen_fd), addr,
+                             std::move(listener), provider_caps, params, late});
   }
   eventfd_write(control_.get(), 1);
   return Status::Ok();
@@ -107,45 +109,54 @@ void ConnectionThread::RenameListener(int from_fd, int to_fd) {
   }
 }
 
+namespace {
+
+// Whether `fd` is a connected TCP socket whose two ends are `tuple` (its server end local): the
+// claimer holds the very connection the channel was filed for. A 4-tuple names one connection
+// in a network namespace, and the control socket is namespace-scoped too.
+bool HoldsConnection(int fd, const proto::FourTuple& tuple) {
+  int type = 0;
+  socklen_t tlen = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM) return false;
+  Result<sockaddr_storage> local = LocalAddress(fd);
+  Result<sockaddr_storage> peer = PeerAddress(fd);
+  return local.ok() && peer.ok() && proto::SameAddress(local.value(), tuple.server) &&
+         proto::SameAddress(peer.value(), tuple.client);
+}
+
+// Whether a listener bound to `served` takes connections to `dst` (same port; same address or
+// the wildcard).
+bool Takes(const sockaddr_storage& served, const sockaddr_storage& dst) {
+  const auto port = [](const sockaddr_storage& a) {
+    return reinterpret_cast<const sockaddr_in&>(a).sin_port;  // same offset in sin6
+  };
+  if (served.ss_family != dst.ss_family || port(served) != port(dst)) return false;
+  sockaddr_storage any{};
+  any.ss_family = served.ss_family;
+  reinterpret_cast<sockaddr_in&>(any).sin_port = port(served);
+  return proto::SameAddress(served, dst) || proto::SameAddress(served, any);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<proto::Stream>> ConnectionThread::ClaimProved(const proto::FourTuple& tuple,
                                                                      int proof_fd) {
-  struct stat proof;
-  if (fstat(proof_fd, &proof) != 0 || !S_ISSOCK(proof.st_mode)) {
-    return Status(EINVAL, "handover proof");
-  }
-  const SocketId id{proof.st_dev, proof.st_ino};
-  int listen_fd = -1;
+  if (!HoldsConnection(proof_fd, tuple)) return Status(EPERM, "handover proof");
+  bool serves = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Served& s : served_) {
-      if (s.id == id) {
-        listen_fd = s.listen_fd;
-        break;
-      }
-    }
-    if (listen_fd < 0) {
-      // Not served any more: its orphaned channels are still claimable during the grace period.
-      bool known = false;
-      for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-        if (it->listener != id || it->listen_fd >= 0) continue;
-        known = true;
-        if (!it->settling && proto::SameAddress(it->tuple.client, tuple.client) &&
-            proto::SameAddress(it->tuple.server, tuple.server)) {
-          std::unique_ptr<proto::Stream> s = std::move(it->stream);
-          pending_.erase(it);
-          return s;
-        }
-      }
-      return Status(known ? ENOENT : ENXIO, "handover claim");
+      if (!s.late && Takes(s.addr, tuple.server)) serves = true;
     }
   }
-  std::unique_ptr<proto::Stream> s = Claim(listen_fd, tuple);
-  if (!s) return Status(ENOENT, "handover claim");
-  return s;
+  // Filed under any listener of ours (a SO_REUSEPORT sibling's clients come here too), or
+  // orphaned by a listener we closed.
+  if (std::unique_ptr<proto::Stream> s = Claim(kAnyListener, tuple)) return s;
+  return Status(serves ? ENOENT : ENXIO, "handover claim");
 }
 
-std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd,
-                                                       const proto::FourTuple& tuple) {
+std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const proto::FourTuple& tuple,
+                                                       bool wait) {
   std::unique_lock<std::mutex> lock(mu_);
   // A channel still settling (its Accept waits for the client's last handshake message) is
   // almost done: the client connects over TCP only after its own side completed. Bounded by the
@@ -155,7 +166,7 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd,
     DropBrokenLocked();
     bool settling = false;
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if ((listen_fd < 0 || it->listen_fd == listen_fd) &&
+      if ((listen_fd == kAnyListener ? !it->late : it->listen_fd == listen_fd) &&
           proto::SameAddress(it->tuple.client, tuple.client) &&
           proto::SameAddress(it->tuple.server, tuple.server)) {
         if (it->settling) {
@@ -167,7 +178,7 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd,
         return s;
       }
     }
-    if (!settling || settled_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (!settling || !wait || settled_.wait_until(lock, deadline) == std::cv_status::timeout) {
       return nullptr;
     }
   }
@@ -277,6 +288,7 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
     proto::StreamParams params;
     sockaddr_storage listen_addr{};
     int listen_fd = -1;
+    bool late = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       // By listener, not by socket: one listening socket may be served by several providers
@@ -296,11 +308,12 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       caps = it->caps;
       params = it->params;
       listen_addr = it->addr;
+      late = it->late;
     }
     Result<proto::FourTuple> tuple = proto::DecodeConnectRequest(endpoint->peer_data());
     const uint16_t listen_port = reinterpret_cast<const sockaddr_in&>(listen_addr).sin_port;
     if (!tuple.ok() ||
-        reinterpret_cast<const sockaddr_in&>(tuple->server).sin_port != listen_port) {
+        (!late && reinterpret_cast<const sockaddr_in&>(tuple->server).sin_port != listen_port)) {
       SAN_LOG_WARN("rendezvous on fd %d: malformed or misdirected request", listen_fd);
       endpoint->Reject();
       continue;
@@ -327,6 +340,7 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
                                  [&](const Served& v) { return v.listen_fd == listen_fd; });
       const SocketId id = served != served_.end() ? served->id : SocketId{};
       pending_.push_back(Pending{listen_fd, id, tuple.value(), std::move(stream).value(), true});
+      pending_.back().late = late;
     }
     // Outside the lock, and without waiting: a verbs handshake needs a round trip for the
     // client's RTU, which AdvanceHandshakes picks up when the endpoint's notify_fd wakes us.
@@ -353,11 +367,12 @@ void ConnectionThread::AdvanceHandshakes() {
 }
 
 void ConnectionThread::Settle(proto::Stream* s, Status st) {
-  if (st.ok()) st = s->Start();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [&](const Pending& p) { return p.stream.get() == s; });
+    // A late channel's WAKEUP is the socket's to send, when it switches (late_upgrade.h).
+    if (st.ok() && it != pending_.end() && !it->late) st = s->Start();
     if (it != pending_.end()) {  // always: only this thread removes a settling entry
       it->settling = false;
       const bool served = std::any_of(served_.begin(), served_.end(), [&](const Served& v) {

@@ -52,9 +52,12 @@ class ConnectionThread {
   // Serves `listener` for the listening socket `listen_fd`, whose bound address is `addr`. A
   // socket may be served by several listeners (one per provider: shm and verbs); RemoveListener
   // ends them all.
+  // `late`: a rendezvous private to one connection that runs on kernel TCP (late_upgrade.h),
+  // `listen_fd` a token (< -1) rather than a socket: its channel is filed without a WAKEUP (the
+  // socket sends it when it switches) and its request is not checked against the address.
   Status AddListener(int listen_fd, const sockaddr_storage& addr,
                      std::unique_ptr<fabric::Listener> listener, uint32_t provider_caps,
-                     const proto::StreamParams& params);
+                     const proto::StreamParams& params, bool late = false);
   // Stops serving listen_fd. Its unclaimed channels stay claimable by other processes for
   // kOrphanGraceMs (another process may hold the listening socket and accept them: a prefork
   // server whose creator closes its copy), then are aborted.
@@ -63,11 +66,15 @@ class ConnectionThread {
   // The listening socket is now known by another fd number (its first one was closed; a dup
   // remains).
   void RenameListener(int from_fd, int to_fd);
-  // The channel the client announced for this accepted connection, or nullptr.
-  std::unique_ptr<proto::Stream> Claim(int listen_fd, const proto::FourTuple& tuple);
-  // Claim by another process that accepted the connection (handover.h): `proof_fd` must be a copy
-  // of the listening socket the channel is filed under. ENOENT: no channel for the tuple (a plain
-  // client); ENXIO: that listening socket is not one we serve or served within the grace period.
+  // The channel the client announced for this accepted connection, or nullptr. Waits (bounded)
+  // for one still settling unless `wait` is false. kAnyListener: filed under any listening
+  // socket, or orphaned (never a late upgrade's private one).
+  static constexpr int kAnyListener = -1;
+  std::unique_ptr<proto::Stream> Claim(int listen_fd, const proto::FourTuple& tuple,
+                                       bool wait = true);
+  // Claim by another process that accepted the connection (handover.h): `proof_fd` must be that
+  // connection's socket (EPERM otherwise). ENOENT: no channel for the tuple (a plain client);
+  // ENXIO: we serve no rendezvous for its address (any more).
   Result<std::unique_ptr<proto::Stream>> ClaimProved(const proto::FourTuple& tuple, int proof_fd);
   // Counts, for sanstat and tests.
   size_t pending_count();
@@ -92,6 +99,7 @@ class ConnectionThread {
     std::unique_ptr<fabric::Listener> listener;
     uint32_t caps;
     proto::StreamParams params;
+    bool late;
   };
   struct Pending {
     int listen_fd;  // -1 once orphaned
@@ -104,6 +112,7 @@ class ConnectionThread {
     // Its listening socket was closed here (RemoveListener) at this time: only ClaimProved can
     // take it, until the grace period ends.
     uint64_t orphaned_ns = 0;
+    bool late = false;  // filed without a WAKEUP (AddListener)
   };
 
   static void* Main(void* self);

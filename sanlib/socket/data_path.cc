@@ -75,8 +75,13 @@ void RaiseSigpipe(int flags) {
 }  // namespace
 
 ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
-  SanSocket* s = ShmSocket(fd);
+  bool on_tcp = false;
+  SanSocket* s = DataSocket(fd, &on_tcp);
   if (!s) return KernelSendIov(fd, iov, iovcnt, flags);
+  if (on_tcp) {
+    const ssize_t n = LateKernelSend(*s, iov, iovcnt, flags);
+    if (n >= 0 || errno != kLateSwitched) return n;
+  }
   if (flags & kRefusedSendFlags) {
     errno = EOPNOTSUPP;
     return -1;
@@ -118,8 +123,13 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
 }
 
 ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
-  SanSocket* s = ShmSocket(fd);
+  bool on_tcp = false;
+  SanSocket* s = DataSocket(fd, &on_tcp);
   if (!s) return KernelRecvIov(fd, iov, iovcnt, flags);
+  if (on_tcp) {
+    const ssize_t n = LateKernelRecv(*s, iov, iovcnt, flags);
+    if (n >= 0 || errno != kLateSwitched) return n;
+  }
   if (flags & MSG_OOB) {
     errno = EINVAL;  // no urgent data on a SAN stream, as on a TCP socket without any
     return -1;
@@ -161,7 +171,13 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
   for (;;) {
     const iovec* cur = waitall ? rest.data() : iov;
     const int curcnt = waitall ? rest.count() : iovcnt;
-    Result<size_t> r = Drive(*s, false, nonblocking, &deadline, [&] {
+    Result<size_t> r = Drive(*s, false, nonblocking, &deadline, [&]() -> Result<size_t> {
+      if (InflowPending(*s)) {
+        // The peer's bytes from before its move to shm come first (late_upgrade.h).
+        const ssize_t n = InflowRecv(*s, cur, curcnt, peek);
+        if (n >= 0) return static_cast<size_t>(n);
+        if (errno != kLateSwitched) return Status::FromErrno("recv");
+      }
       return AfterMove(*s, s->stream->Recv(cur, curcnt, peek, offer_min));
     });
     if (MovedOn(r)) {

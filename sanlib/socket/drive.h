@@ -27,6 +27,20 @@ inline SanSocket* ShmSocket(int fd) {
   return nullptr;
 }
 
+// The socket behind fd if its data calls are sanlib's: a SAN channel is up, or it is a kernel
+// TCP connection that may still move to shm (late_upgrade.h; this may move it now). `on_tcp`:
+// the latter, still on the kernel socket (its calls go through LateKernelSend/Recv).
+inline SanSocket* DataSocket(int fd, bool* on_tcp) {
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  if (!s) return nullptr;
+  const SocketMode mode = s->mode.load(std::memory_order_acquire);
+  *on_tcp = false;
+  if (mode == SocketMode::kShm) return s;
+  if (mode != SocketMode::kTcp || !LatePending(*s)) return nullptr;
+  *on_tcp = !LateStep(*s);
+  return s;
+}
+
 constexpr uint64_t kNoDeadline = ~uint64_t{0};
 
 // One application call's SO_RCVTIMEO / SO_SNDTIMEO clock, however many Drives the call takes.

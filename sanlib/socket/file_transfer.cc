@@ -44,9 +44,12 @@ constexpr size_t kPiecesPerWrite = 16;
 
 // The kernel socket's way: peek, write what the file takes, then consume exactly that, so bytes
 // the file refused stay queued in the socket (nothing is lost to a full disk).
+// (Through RecvIov, which carries a kernel socket that may still move to shm, late_upgrade.h,
+// and the peer's TCP bytes after such a move.)
 ssize_t KernelRecvToFile(int sock, int out_fd, off_t* offset, size_t count, int flags) {
   std::byte* buf = Bounce();
-  const ssize_t got = kernel::recv(sock, buf, std::min(count, kBounce), MSG_PEEK | flags);
+  const iovec peek{buf, std::min(count, kBounce)};
+  const ssize_t got = RecvIov(sock, &peek, 1, MSG_PEEK | flags);
   if (got <= 0) return got;
   const iovec piece{buf, static_cast<size_t>(got)};
   const ssize_t wrote = WriteOut(out_fd, offset, std::span<const iovec>(&piece, 1));
@@ -55,8 +58,8 @@ ssize_t KernelRecvToFile(int sock, int out_fd, off_t* offset, size_t count, int 
   // MSG_TRUNC: TCP drops them without copying them out again (a third copy: the kernel-TCP path
   // cost 3 copies per byte instead of recv + write's 2); other stream sockets ignore the flag
   // and copy into buf, as before.
-  const ssize_t taken =
-      kernel::recv(sock, buf, static_cast<size_t>(wrote), MSG_DONTWAIT | MSG_TRUNC);
+  const iovec take{buf, static_cast<size_t>(wrote)};
+  const ssize_t taken = RecvIov(sock, &take, 1, MSG_DONTWAIT | MSG_TRUNC);
   return taken == wrote ? wrote : (errno = EIO, -1);
 }
 
@@ -64,7 +67,7 @@ ssize_t KernelRecvToFile(int sock, int out_fd, off_t* offset, size_t count, int 
 
 ssize_t RecvToFile(int sock, int out_fd, off_t* offset, size_t count) {
   SanSocket* s = ShmSocket(sock);
-  if (!s) return KernelRecvToFile(sock, out_fd, offset, count, 0);
+  if (!s || InflowPending(*s)) return KernelRecvToFile(sock, out_fd, offset, count, 0);
   if (count == 0) return 0;
   // As RecvIov: after shutdown(SHUT_RD) an empty queue reads as EOF instead of blocking.
   const bool read_shut = s->read_shut.load();
@@ -112,8 +115,13 @@ ssize_t RecvToFile(int sock, int out_fd, off_t* offset, size_t count) {
 }
 
 ssize_t SendFromFile(int sock, int in_fd, off_t* offset, size_t count) {
-  SanSocket* s = ShmSocket(sock);
+  bool on_tcp = false;
+  SanSocket* s = DataSocket(sock, &on_tcp);
   if (!s) return kernel::sendfile(sock, in_fd, offset, count);
+  if (on_tcp) {
+    const ssize_t n = LateKernelSendFile(*s, in_fd, offset, count);
+    if (n >= 0 || errno != kLateSwitched) return n;
+  }
   // The file is read at an explicit position, so a partial send (nonblocking, interrupted) leaves
   // the position just past what was sent, as the kernel's sendfile does. Files that cannot pread
   // (pipes, sockets) get EINVAL, as from sendfile.

@@ -135,7 +135,7 @@ Status SendHandover(int sock, proto::Stream* stream, int error) {
 }
 
 Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto::FourTuple& tuple,
-                                                      int listen_fd, fabric::Provider& provider) {
+                                                      int conn_fd, fabric::Provider& provider) {
   const uint64_t deadline = NowNs() + uint64_t{kTimeoutMs} * 1000000;
   UniqueFd sock(kernel::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!sock.valid()) return Status::FromErrno("socket(handover)");
@@ -155,7 +155,7 @@ Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto
   char head[2] = {ControlService::kClaim, static_cast<char>(request.length)};
   if (Status st = SendAll(
           sock.get(), {iovec{head, 2}, iovec{const_cast<uint8_t*>(request.bytes), request.length}},
-          {listen_fd});
+          {conn_fd});
       !st.ok()) {
     return st;
   }

@@ -35,11 +35,12 @@ Status ReceiveExactly(int sock, void* out, size_t len, std::vector<UniqueFd>* fd
 // Owner side, after reading a claim: sends `stream` (exported) to the claimer, or `error` if
 // stream is null. On success the stream object must only be destroyed afterwards.
 Status SendHandover(int sock, proto::Stream* stream, int error);
-// Claimer side: asks process `owner_pid` for the channel of `tuple`, accepted on the listening
-// socket `listen_fd` (sent along as proof), and rebuilds it through `provider`. ENOENT: the owner
+// Claimer side: asks process `owner_pid` for the channel of `tuple`, whose accepted socket
+// `conn_fd` is sent along as proof (the owner checks its two addresses), and rebuilds it through
+// `provider`. ENOENT: the owner
 // has no such channel (a plain client); other codes: it failed. The owner must be that very
 // process (SO_PEERCRED pid: a pid reused by a stranger cannot answer) of our uid or root.
 Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto::FourTuple& tuple,
-                                                      int listen_fd, fabric::Provider& provider);
+                                                      int conn_fd, fabric::Provider& provider);
 
 }  // namespace san

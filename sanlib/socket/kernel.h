@@ -64,6 +64,9 @@ inline int getpeername(int fd, sockaddr* addr, socklen_t* len) {
 inline int fcntl(int fd, int cmd, long arg) {
   return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg));
 }
+inline int ioctl(int fd, unsigned long request, void* arg) {
+  return static_cast<int>(::syscall(SYS_ioctl, fd, request, arg));
+}
 // ppoll(2) with poll's millisecond timeout (-1 = forever) and an optional signal mask.
 inline int ppoll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* sigmask) {
   timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};

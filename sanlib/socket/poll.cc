@@ -62,6 +62,8 @@ short SocketRevents(SanSocket& s, short events) {
   const bool others_asleep = s.sleepers.load(std::memory_order_acquire) > 0;
   const uint64_t reaped_before = others_asleep ? s.stream->Stats().packets_received : 0;
   if (events & POLLIN) s.stream->Flush();  // SOVIA's flush point: the application waits to read
+  // The peer's TCP bytes from before its move to shm (late_upgrade.h) are readable first.
+  const short inflow = InflowPending(s) ? InflowRevents(s) : 0;
   proto::Readiness r = s.stream->GetReadiness();
   if (others_asleep && s.stream->Stats().packets_received != reaped_before) WakeSleepers(s);
   // Moved to TCP (tcp_move.h): the SAN queue's data and EOF, then, once the relay is done, the
@@ -74,7 +76,8 @@ short SocketRevents(SanSocket& s, short events) {
     }
     r = s.stream->GetReadiness();
   }
-  short revents = kernel_revents;
+  short revents =
+      static_cast<short>(kernel_revents | (inflow ? kInEvents | (inflow & POLLRDHUP) : 0));
   const bool read_closed = r.peer_closed || s.read_shut.load(std::memory_order_relaxed);
   if (r.error) {
     revents = kInEvents | kOutEvents | POLLHUP | POLLRDHUP;

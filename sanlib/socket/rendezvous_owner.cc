@@ -1,13 +1,16 @@
 #include "socket/rendezvous_owner.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/log.h"
 #include "socket/handover.h"
+#include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
 
@@ -62,6 +65,8 @@ bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
   }
   bool opened = false;
   for (fabric::Provider* provider : providers) {
+    // SAN_SETUP=late: this host's clients start on kernel TCP and move later (late_upgrade.h).
+    if (rt.config().late_setup && strcmp(provider->name(), "shm") == 0) continue;
     const proto::StreamParams params = rt.StreamParamsFor(*provider);
     Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
         reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));
@@ -79,8 +84,41 @@ bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
       SAN_LOG_WARN("fd %d: connection thread: %s", fd, st.ToString().c_str());
     }
   }
-  if (opened) s.rendezvous_owner.store(getpid());
+  if (opened) {
+    s.rendezvous_owner.store(getpid());
+  } else if (in_use && *in_use) {
+    // Served by another process already (a SO_REUSEPORT sibling, a launcher that handed the
+    // socket on): its channels are claimed from there.
+    if (fabric::Provider* shm = rt.ListenProvider(&why)) {
+      s.rendezvous_owner.store(
+          shm->RendezvousPid(reinterpret_cast<sockaddr*>(&addr.value()), alen));
+    }
+  }
   return opened;
+}
+
+SanSocket* AdoptListener(int fd) {
+  int value = 0;
+  socklen_t len = sizeof value;
+  if (kernel::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &len) != 0 || value != 1) {
+    return nullptr;
+  }
+  len = sizeof value;
+  if (kernel::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &len) != 0 ||
+      (value != AF_INET && value != AF_INET6)) {
+    return nullptr;
+  }
+  len = sizeof value;
+  if (kernel::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &value, &len) != 0 || value != IPPROTO_TCP) {
+    return nullptr;
+  }
+  const int fl = kernel::fcntl(fd, F_GETFL, 0);
+  SanSocket* s = Track(fd, fl >= 0 && (fl & O_NONBLOCK));
+  if (!s) return nullptr;
+  s->listening.store(true);
+  bool in_use = false;
+  OpenRendezvous(*s, fd, &in_use);
+  return s;
 }
 
 void CheckRendezvousOwner(SanSocket& ls, int listen_fd) {
@@ -88,7 +126,7 @@ void CheckRendezvousOwner(SanSocket& ls, int listen_fd) {
   if (owner != getpid() && OwnerGone(owner)) TakeOver(ls, listen_fd, owner);
 }
 
-Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd,
+Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd, int conn_fd,
                                                    const proto::FourTuple& tuple) {
   Runtime& rt = Runtime::Get();
   if (std::unique_ptr<proto::Stream> mine = rt.connections().Claim(listen_fd, tuple)) {
@@ -101,7 +139,7 @@ Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd,
     const int owner = ls.rendezvous_owner.load();
     if (owner <= 0 || owner == getpid()) break;
     Result<std::unique_ptr<proto::Stream>> claimed =
-        ClaimFromOwner(owner, tuple, listen_fd, *provider);
+        ClaimFromOwner(owner, tuple, conn_fd, *provider);
     if (claimed.ok()) return claimed;
     const int code = claimed.status().code();
     if (code == ENOENT) break;  // the owner has no channel for it: a plain client

@@ -38,7 +38,11 @@ void CheckRendezvousOwner(SanSocket& ls, int listen_fd);
 // The channel for the connection `tuple` accepted on `ls`: filed here, or claimed from the
 // owner. nullptr: the client has none (plain, or it fell back): kernel TCP. An error: the client
 // has a channel that could not be obtained (the connection must be reset).
-Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd,
+Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd, int conn_fd,
                                                    const proto::FourTuple& tuple);
+// A listening TCP socket this process did not make (inherited over exec, received over
+// SCM_RIGHTS, systemd's LISTEN_FDS): tracks it, and learns who serves its rendezvous or opens
+// it. nullptr if fd is not an IP TCP listening socket.
+SanSocket* AdoptListener(int fd);
 
 }  // namespace san

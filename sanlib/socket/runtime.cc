@@ -1,4 +1,5 @@
 #include "socket/runtime.h"
+#include "socket/late_upgrade.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +59,9 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
         rt.connections_.AfterForkChild();
         rt.table_.AfterForkChild();
         NoteForkChild();
+        // The parent may move them; a child writing to the kernel socket meanwhile must not be
+        // told otherwise (late_upgrade.h).
+        CancelLateUpgrades();
       });
   atexit(&Runtime::AtExit);
 }

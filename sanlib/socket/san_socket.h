@@ -20,6 +20,7 @@
 
 #include "common/unique_fd.h"
 #include "proto/stream.h"
+#include "socket/late_upgrade.h"
 #include "socket/waiter_set.h"
 
 namespace san {
@@ -65,6 +66,14 @@ struct SanSocket {
   // handler. Made when the stream is settled; invalid if that failed (then the count is used).
   UniqueFd holders_read;
   UniqueFd holders_write;
+  // A kernel-TCP connection that may still move to shm (late_upgrade.h); set once, when it
+  // settles, before other threads can see the socket's mode.
+  std::unique_ptr<LateUpgrade> late;
+  std::atomic<bool> late_pending{false};
 };
+
+inline bool LatePending(const SanSocket& s) {
+  return s.late_pending.load(std::memory_order_acquire);
+}
 
 }  // namespace san

@@ -58,6 +58,18 @@ Result<sockaddr_storage> LocalAddress(int fd) {
   return proto::CanonicalAddress(reinterpret_cast<sockaddr*>(&a), len);
 }
 
+bool AddressLess(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return a.ss_family < b.ss_family;
+  const size_t off =
+      a.ss_family == AF_INET ? offsetof(sockaddr_in, sin_addr) : offsetof(sockaddr_in6, sin6_addr);
+  const size_t n = a.ss_family == AF_INET ? 4 : 16;
+  const int c =
+      memcmp(reinterpret_cast<const char*>(&a) + off, reinterpret_cast<const char*>(&b) + off, n);
+  if (c != 0) return c < 0;
+  return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port) <
+         ntohs(reinterpret_cast<const sockaddr_in&>(b).sin_port);  // same offset for sin6_port
+}
+
 Result<sockaddr_storage> PeerAddress(int fd) {
   sockaddr_storage a{};
   socklen_t len = sizeof a;
@@ -181,16 +193,25 @@ int Listen(int fd, int backlog) {
   SanSocket* s = Runtime::Get().table().Find(fd);
   if (kernel::listen(fd, backlog) != 0) return -1;
   if (!s || s->listening.exchange(true)) return 0;  // a second listen() only changes the backlog
-  OpenRendezvous(*s, fd);
+  bool in_use = false;
+  OpenRendezvous(*s, fd, &in_use);
   return 0;
 }
 
 int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   Runtime& rt = Runtime::Get();
   SanSocket* ls = rt.table().Find(fd);
-  if (ls) CheckRendezvousOwner(*ls, fd);
-  const int nfd = kernel::accept4(fd, addr, len, flags);
-  if (nfd < 0 || !ls) return nfd;
+  if (!ls) return kernel::accept4(fd, addr, len, flags);
+  CheckRendezvousOwner(*ls, fd);
+  // The peer's address comes with the connection (no getpeername); the caller gets its copy.
+  sockaddr_storage from{};
+  socklen_t from_len = sizeof from;
+  const int nfd = kernel::accept4(fd, reinterpret_cast<sockaddr*>(&from), &from_len, flags);
+  if (nfd < 0) return nfd;
+  if (addr && len) {
+    memcpy(addr, &from, std::min<size_t>(*len, from_len));
+    *len = from_len;
+  }
   SanSocket* s = Track(nfd, flags & SOCK_NONBLOCK);
   if (!s) return nfd;
   std::unique_ptr<proto::Stream> stream;
@@ -199,13 +220,18 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   // client side (docs/sockets.md, fallback reasons).
   std::string no_san;
   if (!rt.SanEnabled(&no_san)) reason = no_san;
-  Result<sockaddr_storage> local = LocalAddress(nfd);
-  Result<sockaddr_storage> peer = PeerAddress(nfd);
-  if (local.ok() && peer.ok()) {
+  const sockaddr_storage peer =
+      proto::CanonicalAddress(reinterpret_cast<sockaddr*>(&from), from_len);
+  // No process serves a rendezvous for this socket (SAN_SETUP=late on this host, or nobody took
+  // it over): no client can have set up a channel.
+  Result<sockaddr_storage> local = ls->rendezvous_owner.load() != 0
+                                       ? LocalAddress(nfd)
+                                       : Result<sockaddr_storage>(Status(ENOENT, "no rendezvous"));
+  if (local.ok()) {
     proto::FourTuple tuple;
-    tuple.client = peer.value();
+    tuple.client = peer;
     tuple.server = local.value();
-    Result<std::unique_ptr<proto::Stream>> found = FindChannel(*ls, ls->fd.load(), tuple);
+    Result<std::unique_ptr<proto::Stream>> found = FindChannel(*ls, ls->fd.load(), nfd, tuple);
     if (found.ok()) {
       stream = std::move(found).value();
     } else {
@@ -222,7 +248,9 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
       return -1;
     }
   }
+  const bool tcp = !stream;
   Settle(*s, std::move(stream), std::move(reason));
+  if (tcp) ConsiderLateUpgrade(*s, false, peer);
   return nfd;
 }
 
@@ -235,7 +263,13 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
   }
   std::string reason;
   std::unique_ptr<proto::Stream> stream;
-  if (fabric::Provider* provider = rt.ProviderFor(addr, len, &reason)) {
+  fabric::Provider* provider = rt.ProviderFor(addr, len, &reason);
+  if (provider && rt.config().late_setup && strcmp(provider->name(), "shm") == 0) {
+    // SAN_SETUP=late: kernel TCP now, shm once the connection has lived a while.
+    provider = nullptr;
+    reason = "not moved to shm yet (SAN_SETUP=late)";
+  }
+  if (provider) {
     Result<std::unique_ptr<proto::Stream>> r = SetUpChannel(*s, *provider, addr, len);
     if (r.ok()) {
       stream = std::move(r).value();
@@ -264,7 +298,9 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
   }
   const bool wait_for_window = stream && rc == 0;
   if (stream && rc != 0) s->connecting.store(true);  // EINPROGRESS: poll/SO_ERROR finish it
+  const bool tcp = !stream;
   Settle(*s, std::move(stream), std::move(reason));
+  if (tcp) ConsiderLateUpgrade(*s, true, proto::CanonicalAddress(addr, len));
   if (wait_for_window && !s->nonblocking.load()) WaitForWindow(*s);
   if (rc != 0) errno = err;
   return rc;
@@ -332,6 +368,7 @@ void Release(int fd) {
     return;
   }
   if (s->listening.load()) rt.connections().RemoveListener(fd);
+  if (LatePending(*s)) EndLateUpgrade(*s, true);
   if (std::unique_ptr<proto::Stream> stream = std::move(s->stream)) {
     rt.closer().Forget(stream.get());
     rt.CountFinished(*stream);

@@ -107,6 +107,9 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
                                                      const proto::FourTuple& tuple);
 // Blocks (bounded) until the peer's WAKEUP opened the window of a freshly settled SAN socket.
 void WaitForWindow(SanSocket& s);
+// Orders two canonical addresses (family, address bytes, port): the lower end of a connection
+// listens for the SAN channel an upgrade sets up (upgrade.cc, late_upgrade.h).
+bool AddressLess(const sockaddr_storage& a, const sockaddr_storage& b);
 // The kernel socket's addresses in canonical form (proto::CanonicalAddress).
 Result<sockaddr_storage> LocalAddress(int fd);
 Result<sockaddr_storage> PeerAddress(int fd);

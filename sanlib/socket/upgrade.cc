@@ -68,20 +68,6 @@ proto::UpgradeHello OwnHello(bool shm_usable) {
   return h;
 }
 
-// Orders two canonical addresses: the lower end of a connection listens for the SAN channel.
-bool Lower(const sockaddr_storage& a, const sockaddr_storage& b) {
-  const auto& x = reinterpret_cast<const sockaddr_in&>(a);
-  const auto& y = reinterpret_cast<const sockaddr_in&>(b);
-  if (a.ss_family != b.ss_family) return a.ss_family < b.ss_family;
-  const size_t off =
-      a.ss_family == AF_INET ? offsetof(sockaddr_in, sin_addr) : offsetof(sockaddr_in6, sin6_addr);
-  const size_t n = a.ss_family == AF_INET ? 4 : 16;
-  const int c =
-      memcmp(reinterpret_cast<const char*>(&a) + off, reinterpret_cast<const char*>(&b) + off, n);
-  if (c != 0) return c < 0;
-  return ntohs(x.sin_port) < ntohs(y.sin_port);  // same offset for sin6_port
-}
-
 // A private rendezvous: a random key in 127/8 nobody else listens on.
 Result<std::unique_ptr<fabric::Listener>> ListenPrivately(fabric::Provider& provider,
                                                           const proto::StreamParams& params,
@@ -183,6 +169,11 @@ int Upgrade(int fd) {
       return -1;
     }
   }
+  // A late move (late_upgrade.h) must not happen beside the in-band one: one that has not begun
+  // is given up (the peer, asked the same, does the same); one under way is finished (the peer
+  // finishes it in its own san_upgrade), and only if it fails do the ends talk in band.
+  if (LatePending(*s) && !FinishLateUpgrade(*s)) EndLateUpgrade(*s, false);
+  if (s->mode.load(std::memory_order_acquire) == SocketMode::kShm) return 0;
   const uint64_t deadline = NowNs() + uint64_t{kDeadlineMs} * 1000000;
   std::string why;
   // In-band upgrade is shm only (same host): a remote peer stays TCP here even with verbs.
@@ -212,8 +203,8 @@ int Upgrade(int fd) {
   own.client = local.value();
   own.server = peer.value();
   Result<std::unique_ptr<proto::Stream>> stream =
-      Lower(own.client, own.server) ? ServeChannel(fd, *provider, own, deadline)
-                                    : ConnectChannel(fd, *provider, own, deadline);
+      AddressLess(own.client, own.server) ? ServeChannel(fd, *provider, own, deadline)
+                                          : ConnectChannel(fd, *provider, own, deadline);
   proto::UpgradeResult result;
   result.status = stream.ok() ? 0 : (stream.status().code() > 0 ? stream.status().code() : EPROTO);
   st = SendMsg<proto::UpgradeResult, proto::EncodeUpgradeResult>(fd, result, deadline);

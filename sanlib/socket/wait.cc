@@ -52,6 +52,8 @@ KernelSide PeekKernelSide(int fd) {
 }
 
 void CheckKernelSide(SanSocket& s) {
+  // The peer's bytes from before its move to shm (late_upgrade.h): the data path reads them.
+  if (InflowPending(s)) return;
   const KernelSide side = PeekKernelSide(s.fd);
   if (side == KernelSide::kQuiet) return;
   // EOF, reset, or bytes on a connection whose data goes over SAN: stop watching the kernel side.

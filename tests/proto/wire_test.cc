@@ -148,6 +148,29 @@ TEST(proto_wire, WakeupCarriesTheCanWriteFlag) {
   EXPECT_EQ(d->flags, kWakeupCanWrite);
 }
 
+// A connection that began on kernel TCP (socket/late_upgrade.h): 24 bytes, the count last.
+TEST(proto_wire, WakeupFromTcpCarriesTheByteCount) {
+  WakeupBody b;
+  b.window = 32;
+  b.buffer_size = 4096;
+  b.flags = kWakeupFromTcp;
+  b.tcp_bytes = 0x0102030405060708ull;
+  ASSERT_EQ(b.size(), WakeupBody::kSizeFromTcp);
+  std::byte out[WakeupBody::kSizeFromTcp];
+  EncodeWakeup(b, out);
+  EXPECT_EQ(out[16], std::byte{0x08});
+  EXPECT_EQ(out[23], std::byte{0x01});
+  Result<WakeupBody> d = DecodeWakeup(out, sizeof(out));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->tcp_bytes, b.tcp_bytes);
+  // The flag and the length must agree, either way.
+  EXPECT_FALSE(DecodeWakeup(out, WakeupBody::kSize).ok());
+  b.flags = 0;
+  EncodeWakeup(b, out);
+  EXPECT_FALSE(DecodeWakeup(out, WakeupBody::kSizeFromTcp).ok());
+  EXPECT_FALSE(DecodeWakeup(out, 20).ok());
+}
+
 TEST(proto_wire, SingleCopyTypesAreValid) {
   for (PacketType t : {PacketType::kAdvert, PacketType::kPut}) {
     Header h;

@@ -1,0 +1,523 @@
+#include "socket/late_upgrade.h"
+
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "fabric/address.h"
+#include "socket/drive.h"
+#include "socket/kernel.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+// The lower end keeps its private rendezvous open this long for the upper end to come.
+constexpr uint64_t kListenForNs = 3000 * kMs;
+// The upper end tries this many times, 1, 2, 4 ... ms apart (about a second in all).
+constexpr uint32_t kMaxAttempts = 11;
+// A blocking read on a candidate sleeps at most this long between looks at the set-up.
+constexpr int kStepNapMs = 5;
+
+std::atomic<int> next_token{-2};
+
+uint64_t HashTuple(const proto::FourTuple& t) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over both addresses
+  for (const sockaddr_storage* a : {&t.client, &t.server}) {
+    const auto* p = reinterpret_cast<const uint8_t*>(a);
+    const size_t n = a->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+sockaddr_in6 RendezvousOf(const LateUpgrade& u) {
+  const uint64_t h = HashTuple(u.tuple);
+  return fabric::PrivateRendezvousAddress(h, static_cast<uint16_t>(h >> 48));
+}
+
+bool ReadTcpInfo(int fd, tcp_info* ti) {
+  socklen_t len = sizeof *ti;
+  return kernel::getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) == 0 &&
+         len >= offsetof(tcp_info, tcpi_bytes_received) + sizeof ti->tcpi_bytes_received;
+}
+
+// Bytes the application wrote to the kernel socket so far: acknowledged + still queued (an
+// active opener's count of acknowledged bytes includes its SYN). The queue is read around the
+// counter until it holds still, so an ACK in between cannot skew the sum.
+Result<uint64_t> KernelBytesWritten(int fd, bool active) {
+  for (int i = 0; i < 16; ++i) {
+    int before = 0, after = 0;
+    tcp_info ti{};
+    if (kernel::ioctl(fd, SIOCOUTQ, &before) != 0) return Status::FromErrno("ioctl(SIOCOUTQ)");
+    if (!ReadTcpInfo(fd, &ti)) return Status(ENOTSUP, "TCP_INFO");
+    if (kernel::ioctl(fd, SIOCOUTQ, &after) != 0) return Status::FromErrno("ioctl(SIOCOUTQ)");
+    if (before == after)
+      return ti.tcpi_bytes_acked - (active ? 1 : 0) + static_cast<uint64_t>(after);
+  }
+  return Status(EAGAIN, "send queue never held still");
+}
+
+// Bytes the application consumed from the kernel socket so far (received - still queued).
+Result<uint64_t> KernelBytesConsumed(int fd) {
+  for (int i = 0; i < 16; ++i) {
+    int before = 0, after = 0;
+    tcp_info ti{};
+    if (kernel::ioctl(fd, SIOCINQ, &before) != 0) return Status::FromErrno("ioctl(SIOCINQ)");
+    if (!ReadTcpInfo(fd, &ti)) return Status(ENOTSUP, "TCP_INFO");
+    if (kernel::ioctl(fd, SIOCINQ, &after) != 0) return Status::FromErrno("ioctl(SIOCINQ)");
+    if (before == after) return ti.tcpi_bytes_received - static_cast<uint64_t>(after);
+  }
+  return Status(EAGAIN, "receive queue never held still");
+}
+
+// Gives up on moving the connection (it stays kernel TCP). A stream already made is aborted, so
+// a peer that switched learns it at once (ECONNRESET) instead of waiting on a silent channel.
+void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
+  SAN_LOG_INFO("fd %d: stays kernel TCP (not moved to shm: %s)", s.fd.load(), why.c_str());
+  if (u.token != 0) Runtime::Get().connections().RemoveListener(u.token);
+  u.token = 0;
+  if (u.stream) {
+    u.stream->Abort();
+    u.stream.reset();
+  }
+  u.phase.store(LatePhase::kFailed);
+  s.late_pending.store(false, std::memory_order_release);
+}
+
+// The set-up steps that are due (mu held).
+void Advance(SanSocket& s, LateUpgrade& u) {
+  Runtime& rt = Runtime::Get();
+  const uint64_t now = NowNs();
+  switch (u.phase.load()) {
+    case LatePhase::kWaiting: {
+      if (now < u.next_ns) return;
+      Result<sockaddr_storage> local = LocalAddress(s.fd);
+      if (!local.ok()) return FailLocked(s, u, local.status().ToString());
+      u.lower = AddressLess(local.value(), u.peer);
+      u.tuple.client = u.lower ? u.peer : local.value();
+      u.tuple.server = u.lower ? local.value() : u.peer;
+      if (!u.lower) {
+        u.phase.store(LatePhase::kConnecting);
+        return Advance(s, u);
+      }
+      const proto::StreamParams params = rt.StreamParamsFor(*u.provider);
+      const sockaddr_in6 where = RendezvousOf(u);
+      Result<std::unique_ptr<fabric::Listener>> l =
+          u.provider->Listen(reinterpret_cast<const sockaddr*>(&where), sizeof where,
+                             proto::Stream::EndpointAttrFor(params));
+      if (!l.ok()) return FailLocked(s, u, "rendezvous: " + l.status().ToString());
+      sockaddr_storage addr{};
+      std::memcpy(&addr, &where, sizeof where);
+      u.token = next_token.fetch_sub(1);
+      Status st = rt.connections().AddListener(u.token, addr, std::move(l).value(),
+                                               u.provider->capabilities(), params, true);
+      if (!st.ok()) {
+        u.token = 0;
+        return FailLocked(s, u, "connection thread: " + st.ToString());
+      }
+      u.give_up_ns = now + kListenForNs;
+      u.phase.store(LatePhase::kListening);
+      return;
+    }
+    case LatePhase::kConnecting: {
+      if (now < u.next_ns) return;
+      const sockaddr_in6 where = RendezvousOf(u);
+      Result<std::unique_ptr<proto::Stream>> r = ConnectStream(
+          *u.provider, reinterpret_cast<const sockaddr*>(&where), sizeof where, u.tuple);
+      if (r.ok()) {
+        u.stream = std::move(r).value();
+        u.phase.store(LatePhase::kReady);
+      } else if (r.status().code() != ECONNREFUSED) {
+        FailLocked(s, u, r.status().ToString());
+      } else if (++u.attempts >= kMaxAttempts) {
+        FailLocked(s, u, "the peer never opened its side (not a sanlib process?)");
+      } else {
+        u.next_ns = now + (kMs << (u.attempts - 1));
+      }
+      return;
+    }
+    case LatePhase::kListening: {
+      if (std::unique_ptr<proto::Stream> got = rt.connections().Claim(u.token, u.tuple)) {
+        rt.connections().RemoveListener(u.token);
+        u.token = 0;
+        u.stream = std::move(got);
+        u.phase.store(LatePhase::kReady);
+      } else if (now > u.give_up_ns) {
+        FailLocked(s, u, "the peer never came (not a sanlib process?)");
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// Switches both directions to the stream (mu held, phase kReady). Nothing happens unless no
+// thread of ours is in a kernel call on the socket and the send queue has room for the wake byte.
+void TrySwitch(SanSocket& s, LateUpgrade& u) {
+  // The upper end goes first; the lower end follows its WAKEUP, so every wake byte reaches an
+  // end that holds the stream which tells where it lies.
+  if (u.lower && !u.stream->PeerTcpBytes()) return;
+  const int fd = s.fd.load();
+  int queued = 0, sndbuf = 0;
+  socklen_t len = sizeof sndbuf;
+  if (kernel::ioctl(fd, SIOCOUTQ, &queued) != 0 ||
+      kernel::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) != 0) {
+    return FailLocked(s, u, "send queue unknown");
+  }
+  if (queued > sndbuf / 2) return;  // the peer is not reading: later
+  // No reader in the kernel socket either (lock order: in_mu before mu, so only try it here).
+  std::unique_lock<std::mutex> reading(u.in_mu, std::try_to_lock);
+  if (!reading.owns_lock()) return;
+  uint32_t idle = 0;
+  if (!u.io.compare_exchange_strong(idle, LateUpgrade::kSwitching)) return;
+  Result<uint64_t> written = KernelBytesWritten(fd, u.active);
+  Result<uint64_t> consumed = KernelBytesConsumed(fd);
+  Status st = !written.ok() ? written.status() : !consumed.ok() ? consumed.status() : Status::Ok();
+  // Our own count must agree with the kernel's: a read we did not see (a raw system call) would
+  // put the peer's wake byte in the wrong place.
+  if (st.ok() && consumed.value() != u.consumed) st = Status(EPROTO, "unseen reads");
+  if (st.ok()) st = u.stream->Start(written.value());
+  if (st.ok()) {
+    const char wake = 0;
+    if (kernel::send(fd, &wake, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
+      st = Status::FromErrno("send(wake byte)");
+    }
+  }
+  if (!st.ok()) {
+    u.io.store(0);
+    return FailLocked(s, u, "switch: " + st.ToString());
+  }
+  // The peer's part may be read already (its wake byte came before our switch).
+  if (u.peer_wake_taken) u.inflow_done.store(true);
+  Runtime::Get().usage().tcp_connections.fetch_sub(1);
+  SAN_LOG_INFO("fd %d: moved to shm after %llu bytes out and %llu in over kernel TCP", fd,
+               static_cast<unsigned long long>(written.value()),
+               static_cast<unsigned long long>(u.consumed));
+  u.phase.store(LatePhase::kSwitched);
+  s.late_pending.store(false, std::memory_order_release);
+  Settle(s, std::move(u.stream), "");
+  u.io.store(0);
+  WakeSleepers(s);
+}
+
+// Copies iov, cut to at most `limit` bytes.
+std::vector<iovec> Limited(const iovec* iov, int iovcnt, uint64_t limit) {
+  std::vector<iovec> out;
+  for (int i = 0; i < iovcnt && limit > 0; ++i) {
+    iovec v = iov[i];
+    v.iov_len = std::min<uint64_t>(v.iov_len, limit);
+    limit -= v.iov_len;
+    out.push_back(v);
+  }
+  return out;
+}
+
+// The peer's WAKEUP count, if it came (in_mu held).
+std::optional<uint64_t> PeerEnd(LateUpgrade& u, SanSocket& s) {
+  if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) return s.stream->PeerTcpBytes();
+  // Before our own switch only the lower end can meet the peer's wake byte (the upper end
+  // switches first), and it may still have to take its half from the connection thread.
+  const LatePhase phase = u.phase.load();
+  if ((phase != LatePhase::kListening && phase != LatePhase::kReady) || !u.lower) {
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> lock(u.mu);  // in_mu, then mu: TrySwitch only tries in_mu
+  if (u.phase.load() == LatePhase::kListening) Advance(s, u);
+  return u.stream ? u.stream->PeerTcpBytes() : std::nullopt;
+}
+
+// One nonblocking read from the kernel socket (in_mu held): at most up to and including the
+// peer's wake byte, which is counted but not returned. Returns bytes for the caller, -1 with
+// errno, 0 for the kernel's EOF (*eof set) or when only the wake byte came.
+ssize_t ReadKernel(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt, int flags,
+                   bool* eof) {
+  *eof = false;
+  std::optional<uint64_t> end = PeerEnd(u, s);
+  uint64_t limit = ~uint64_t{0};
+  if (end) {
+    if (u.consumed > *end || (u.consumed == *end && u.peer_wake_taken)) return 0;
+    limit = *end - u.consumed + 1;  // its data, then the wake byte
+  }
+  const bool peek = flags & MSG_PEEK;
+  char wake;
+  std::vector<iovec> v = Limited(iov, iovcnt, limit);
+  if (end && u.consumed == *end) v.assign(1, iovec{&wake, 1});  // only the wake byte is left
+  msghdr m{};
+  m.msg_iov = v.data();
+  m.msg_iovlen = v.size();
+  ssize_t n = kernel::recvmsg(s.fd, &m, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+  if (n == 0) *eof = true;
+  if (n <= 0) return n;
+  if (!end) end = PeerEnd(u, s);  // the wake byte may be what woke us
+  const uint64_t first = u.consumed;
+  if (!peek) u.consumed += static_cast<uint64_t>(n);
+  if (end && first + static_cast<uint64_t>(n) > *end) {
+    // The read reached the wake byte: the last byte (nothing follows it on TCP).
+    if (!peek) u.peer_wake_taken = true;
+    n = static_cast<ssize_t>(*end - first);
+  }
+  return n;
+}
+
+}  // namespace
+
+void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer) {
+  Runtime& rt = Runtime::Get();
+  std::string why;
+  fabric::Provider* provider =
+      rt.ShmProviderFor(reinterpret_cast<const sockaddr*>(&peer), sizeof peer, &why);
+  if (!provider) return;
+  s.late = std::make_unique<LateUpgrade>(active, peer,
+                                         NowNs() + uint64_t{rt.config().upgrade_delay_us} * 1000);
+  s.late->provider = provider;
+  s.late_pending.store(true, std::memory_order_release);
+}
+
+void CancelLateUpgrades() {
+  Runtime::Get().table().ForEach([](SanSocket* s) {
+    if (!LatePending(*s)) return;
+    LateUpgrade& u = *s->late;
+    // Only marked: what the set-up made (a stream, a listener) is the parent's to use or end.
+    s->late_pending.store(false, std::memory_order_release);
+    u.phase.store(LatePhase::kFailed);
+    (void)u.stream.release();
+    u.token = 0;
+  });
+}
+
+void EndLateUpgrade(SanSocket& s, bool try_switch) {
+  LateUpgrade& u = *s.late;
+  std::lock_guard<std::mutex> lock(u.mu);
+  if (try_switch && u.phase.load() == LatePhase::kReady) TrySwitch(s, u);
+  if (u.phase.load() != LatePhase::kSwitched) {
+    FailLocked(s, u, try_switch ? "closed first" : "moved in band (san_upgrade)");
+  }
+}
+
+bool FinishLateUpgrade(SanSocket& s) {
+  const uint64_t deadline = NowNs() + 5000 * kMs;
+  while (LatePending(s) && s.late->phase.load() != LatePhase::kWaiting && NowNs() < deadline) {
+    if (LateStep(s)) return true;
+    kernel::poll(nullptr, 0, 1);  // the peer takes its steps meanwhile
+  }
+  return s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
+}
+
+bool LateStep(SanSocket& s) {
+  LateUpgrade& u = *s.late;
+  const LatePhase phase = u.phase.load();
+  if (phase == LatePhase::kSwitched || phase == LatePhase::kFailed) {
+    return s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
+  }
+  if (phase < LatePhase::kReady && NowNs() < u.next_ns) return false;
+  std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  Advance(s, u);
+  if (u.phase.load() == LatePhase::kReady) TrySwitch(s, u);
+  return s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
+}
+
+namespace {
+
+// Counts a kernel data call in; false if the socket switched (the call goes to the stream).
+bool EnterKernel(SanSocket& s) {
+  LateUpgrade& u = *s.late;
+  for (;;) {
+    uint32_t v = u.io.load();
+    if (v & LateUpgrade::kSwitching) {
+      sched_yield();  // a switch takes microseconds
+      continue;
+    }
+    if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) return false;
+    if (u.io.compare_exchange_weak(v, v + 1)) {
+      if (s.mode.load(std::memory_order_acquire) != SocketMode::kShm) return true;
+      u.io.fetch_sub(1);
+      return false;
+    }
+  }
+}
+
+void LeaveKernel(SanSocket& s) { s.late->io.fetch_sub(1); }
+
+ssize_t Switched() {
+  errno = kLateSwitched;
+  return -1;
+}
+
+}  // namespace
+
+ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
+  if (!EnterKernel(s)) return Switched();
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(iovcnt);
+  const ssize_t n = kernel::sendmsg(s.fd, &m, flags);
+  const int err = errno;
+  LeaveKernel(s);
+  errno = err;
+  return n;
+}
+
+ssize_t LateKernelSendFile(SanSocket& s, int in_fd, off_t* offset, size_t count) {
+  if (!EnterKernel(s)) return Switched();
+  const ssize_t n = kernel::sendfile(s.fd, in_fd, offset, count);
+  const int err = errno;
+  LeaveKernel(s);
+  errno = err;
+  return n;
+}
+
+namespace {
+
+// Whether the peer may switch, and its wake byte arrive, before this end has switched: only at
+// the lower end, once its rendezvous is open (the upper end switches first).
+bool PeerMaySwitchFirst(const LateUpgrade& u) {
+  const LatePhase phase = u.phase.load();
+  return (phase == LatePhase::kListening || phase == LatePhase::kReady) && u.lower;
+}
+
+// A blocking read while the peer cannot switch before us: the kernel's own, as cheap as on any
+// TCP socket (in_mu held across it: a switch waits for it, another reader queues behind it).
+// The bytes are counted, and a wake byte that came all the same (another thread of ours opened
+// the rendezvous meanwhile) is dropped as in ReadKernel. nullopt: not possible now.
+std::optional<ssize_t> BlockingRead(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt,
+                                    int flags) {
+  if ((flags & (MSG_WAITALL | MSG_DONTWAIT)) || PeerMaySwitchFirst(u)) return std::nullopt;
+  std::lock_guard<std::mutex> reading(u.in_mu);
+  if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) return Switched();
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(iovcnt);
+  ssize_t n = kernel::recvmsg(s.fd, &m, flags);
+  if (n <= 0) return n;
+  const uint64_t first = u.consumed;
+  if (!(flags & MSG_PEEK)) u.consumed += static_cast<uint64_t>(n);
+  std::optional<uint64_t> end = PeerEnd(u, s);
+  if (end && first + static_cast<uint64_t>(n) > *end) {
+    if (!(flags & MSG_PEEK)) u.peer_wake_taken = true;
+    n = static_cast<ssize_t>(*end - first);
+    if (n == 0) return std::nullopt;  // only the wake byte: go on as the peer switched
+  }
+  return n;
+}
+
+}  // namespace
+
+ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
+  LateUpgrade& u = *s.late;
+  const bool nonblocking = (flags & MSG_DONTWAIT) || s.nonblocking.load(std::memory_order_relaxed);
+  if (!nonblocking) {
+    if (std::optional<ssize_t> n = BlockingRead(s, u, iov, iovcnt, flags)) return *n;
+  }
+  const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nonblocking;
+  size_t want = 0;
+  for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
+  std::vector<iovec> rest(iov, iov + iovcnt);
+  size_t total = 0;
+  CallDeadline deadline;
+  // Never asleep inside the kernel's recv: the peer's switch must find us (the wake byte makes
+  // the socket readable, and then the stream carries what follows).
+  for (;;) {
+    ssize_t n;
+    bool eof = false;
+    {
+      std::lock_guard<std::mutex> reading(u.in_mu);
+      if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) {
+        if (total > 0) return static_cast<ssize_t>(total);
+        return Switched();
+      }
+      n = ReadKernel(s, u, rest.data(), static_cast<int>(rest.size()), flags, &eof);
+    }
+    const int err = errno;
+    if (n > 0) {
+      total += static_cast<size_t>(n);
+      if (!waitall || total == want) return static_cast<ssize_t>(total);
+      size_t skip = static_cast<size_t>(n);
+      while (!rest.empty() && skip >= rest.front().iov_len) {
+        skip -= rest.front().iov_len;
+        rest.erase(rest.begin());
+      }
+      if (!rest.empty()) {
+        rest.front().iov_base = static_cast<char*>(rest.front().iov_base) + skip;
+        rest.front().iov_len -= skip;
+      }
+      continue;
+    }
+    if (eof || (n < 0 && err != EAGAIN && err != EWOULDBLOCK)) {
+      if (total > 0) return static_cast<ssize_t>(total);
+      errno = err;
+      return n < 0 ? -1 : 0;
+    }
+    // Nothing, or only the peer's wake byte: our own switch is next, then the stream.
+    if (LateStep(s)) return total > 0 ? static_cast<ssize_t>(total) : Switched();
+    if (nonblocking) {
+      if (total > 0) return static_cast<ssize_t>(total);
+      errno = EAGAIN;
+      return -1;
+    }
+    const uint64_t now = NowNs();
+    if (deadline.first_wait_ns == 0) {
+      deadline.first_wait_ns = now;
+      deadline.deadline_ns = TimeoutDeadline(s, false, now);
+    }
+    if (now >= deadline.deadline_ns) {
+      if (total > 0) return static_cast<ssize_t>(total);
+      errno = EAGAIN;
+      return -1;
+    }
+    int nap = LatePending(s) ? kStepNapMs : -1;
+    if (deadline.deadline_ns != kNoDeadline) {
+      const int left = static_cast<int>((deadline.deadline_ns - now + 999999) / 1000000);
+      nap = nap < 0 ? left : std::min(nap, left);
+    }
+    pollfd p{s.fd, POLLIN, 0};
+    if (kernel::poll(&p, 1, nap) < 0 && errno == EINTR) {
+      if (total > 0) return static_cast<ssize_t>(total);
+      errno = EINTR;
+      return -1;
+    }
+  }
+}
+
+bool InflowPending(SanSocket& s) {
+  return s.late && !s.late->inflow_done.load(std::memory_order_acquire) &&
+         s.late->phase.load() == LatePhase::kSwitched;
+}
+
+ssize_t InflowRecv(SanSocket& s, const iovec* iov, int iovcnt, bool peek) {
+  LateUpgrade& u = *s.late;
+  std::lock_guard<std::mutex> reading(u.in_mu);
+  if (u.inflow_done.load()) return Switched();
+  bool eof = false;
+  const ssize_t n = ReadKernel(s, u, iov, iovcnt, peek ? MSG_PEEK : 0, &eof);
+  const int err = errno;
+  if (u.peer_wake_taken) u.inflow_done.store(true, std::memory_order_release);
+  if (n > 0) return n;
+  // The peer closed its kernel socket without moving (it gave up, or died): everything it sent
+  // came that way, and this is its end, as the kernel socket says (here and in every later call).
+  if (eof) return 0;
+  std::optional<uint64_t> end = s.stream->PeerTcpBytes();
+  if (n == 0 || (end && u.consumed >= *end)) return Switched();  // the stream's turn
+  errno = n < 0 ? err : EAGAIN;
+  return -1;
+}
+
+short InflowRevents(SanSocket& s) {
+  if (!InflowPending(s)) return 0;
+  pollfd p{s.fd, POLLIN, 0};
+  return kernel::poll(&p, 1, 0) > 0 ? static_cast<short>(p.revents & (POLLIN | POLLRDHUP)) : 0;
+}
+
+}  // namespace san

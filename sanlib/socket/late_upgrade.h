@@ -1,0 +1,130 @@
+// Late upgrade: a connection that runs on kernel TCP moves to shm once it has lived a while.
+//
+// Why: a channel set up in connect() (the eager way, docs/sockets.md) costs a segment, doorbells
+// and a rendezvous per connection -- several times a kernel TCP connection's cost, all lost on a
+// short one -- and it depends on the listener's owner process. A late upgrade costs nothing until
+// the connection has lived SAN_UPGRADE_DELAY_US, and it is arranged between the two processes
+// that hold the connection's ends, whoever created the listener.
+//
+// How, for one connection between this host's processes A and B (both sanlib):
+//  1. Each end becomes a candidate when it settles on kernel TCP (connect or accept) with a local
+//     peer. At its first data call after the delay, the lower end (by address and port) opens a
+//     rendezvous private to the connection -- an shm listener whose name derives from the 4-tuple
+//     (fabric/address.h PrivateRendezvousAddress) -- served by its connection thread; the upper
+//     end connects to it (retrying with backoff while the lower end is not there yet) with the
+//     4-tuple as its request: both now hold the two halves of a stream, and neither has sent its
+//     WAKEUP.
+//  2. Each end then *switches*, both directions at once, at a moment when none of its threads is
+//     inside a kernel call on the socket: it reads from the kernel how many bytes it has written
+//     to the TCP socket (TCP_INFO bytes acked + SIOCOUTQ) and how many it has consumed (bytes
+//     received - SIOCINQ), sends its WAKEUP carrying the written count (proto/wire.h), writes one
+//     *wake byte* on the TCP socket, and from then on the socket is kShm: what it sends goes over
+//     the stream. The upper end switches as soon as it holds its half; the lower end only after
+//     the upper end's WAKEUP arrived, so a wake byte never reaches an end that cannot recognise it.
+//  3. After its switch an end still reads the peer's TCP bytes first (the *inflow*): up to the
+//     count in the peer's WAKEUP, then the peer's wake byte, which it drops; only then the stream.
+//     The wake byte wakes whatever the receiving application sleeps in (a blocking recv, poll,
+//     epoll, select) when the peer switched: everything after it comes through shared memory.
+// Any failure before a switch leaves the connection plain TCP with the reason in sanstat; an end
+// never switches while another process holds the socket (fork) or after it shut down writing.
+//
+// Thread-safety: the steps run under LateUpgrade::mu, taken with try_lock on the data path (a
+// step another thread is running is not waited for). `io` counts this process's kernel data calls
+// in progress on the socket; the switch claims it at zero, so no call straddles the switch.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "proto/stream.h"
+#include "proto/wire.h"
+
+namespace san {
+
+struct SanSocket;
+
+enum class LatePhase : uint8_t {
+  kWaiting,     // until the delay has passed
+  kListening,   // lower end: the private rendezvous is open
+  kConnecting,  // upper end: reaching the peer's rendezvous (backoff between attempts)
+  kReady,       // the stream is ours, not switched yet
+  kSwitched,    // the socket is kShm; the inflow may still be running
+  kFailed,      // stays kernel TCP
+};
+
+struct LateUpgrade {
+  LateUpgrade(bool active_open, const sockaddr_storage& peer_address, uint64_t due_ns)
+      : active(active_open), peer(peer_address), next_ns(due_ns) {}
+
+  std::atomic<LatePhase> phase{LatePhase::kWaiting};
+  std::mutex mu;
+  static constexpr uint32_t kSwitching = 1u << 31;
+  std::atomic<uint32_t> io{0};  // kernel data calls in progress | kSwitching
+
+  const bool active;            // this end called connect() (its TCP_INFO counts the SYN as acked)
+  const sockaddr_storage peer;  // canonical
+  // Set by the first step (a connection that never gets there costs no getsockname):
+  bool lower = false;      // this end listens on the private rendezvous
+  proto::FourTuple tuple;  // client = the upper end, server = the lower end
+  uint64_t next_ns;        // the next step's time
+  uint64_t give_up_ns = 0;
+  uint32_t attempts = 0;
+  int token = 0;  // the private listener at the connection thread
+  std::unique_ptr<proto::Stream> stream;
+  fabric::Provider* provider = nullptr;
+
+  // Reading the kernel socket (under in_mu, before and after the switch; never across a sleep):
+  // the bytes consumed since the connection began, whether the peer's wake byte was among them,
+  // and, once switched, whether the peer's TCP part is all read (the stream's turn).
+  std::mutex in_mu;
+  uint64_t consumed = 0;
+  bool peer_wake_taken = false;
+  std::atomic<bool> inflow_done{false};
+};
+
+// Called when a connected (or connecting) socket settles on kernel TCP: makes it a candidate if
+// its peer (canonical address) is on this host and the configuration allows. `active`: it was
+// connect()ed (not accepted).
+void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer);
+// In a fork child: the inherited candidates stay kernel TCP there (the parent may still move
+// them, as a forking server's parent typically closes its copy at once and a fork + exec child
+// never uses it; a socket both keep using is not supported).
+void CancelLateUpgrades();
+
+// close() of a candidate (`try_switch`): switches first if the channel is ready (then the socket
+// closes as a SAN one), else gives the set-up up. san_upgrade (not `try_switch`): gives it up.
+void EndLateUpgrade(SanSocket& s, bool try_switch);
+
+// san_upgrade of a candidate whose move has begun (past kWaiting): drives it to its end, bounded
+// (5 s). True if the socket is kShm now; false if it had not begun or failed.
+bool FinishLateUpgrade(SanSocket& s);
+
+// The data path's entry for a candidate (mode kTcp): advances the set-up if it is due, and
+// switches if it can. True if the socket is kShm now (the call goes to the stream).
+bool LateStep(SanSocket& s);
+
+// Kernel data calls on a candidate that has not switched. Each returns what the kernel call
+// returns, or -1 with errno kLateSwitched when the socket switched meanwhile (the caller
+// retries over the stream).
+constexpr int kLateSwitched = EXDEV;
+ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags);
+ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags);
+ssize_t LateKernelSendFile(SanSocket& s, int in_fd, off_t* offset, size_t count);
+
+// ---- The inflow, on a switched socket ----
+// True while the peer's TCP bytes come first (one atomic load when done).
+bool InflowPending(SanSocket& s);
+// Reads the peer's next TCP bytes into iov (nonblocking): > 0 bytes; 0 at the kernel socket's
+// EOF (the peer closed it without moving); -1 with kLateSwitched when its TCP part is all read
+// (read the stream now), EAGAIN when nothing is there yet, or the kernel's error.
+ssize_t InflowRecv(SanSocket& s, const iovec* iov, int iovcnt, bool peek);
+// poll(2) events of the inflow: POLLIN when TCP bytes wait (0 when done).
+short InflowRevents(SanSocket& s);
+
+}  // namespace san

@@ -1,0 +1,291 @@
+// Late upgrade (socket/late_upgrade.h): with SAN_SETUP=late every connection starts on kernel TCP
+// and both ends move it to shm once it has lived SAN_UPGRADE_DELAY_US. Checked here: a short
+// connection never leaves TCP; a long one moves on both ends with every byte in its place, in
+// the middle of a ping-pong, of a one-way bulk stream and of a blocked reader's wait; a peer
+// that is not sanlib keeps it TCP without a hang.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "san/san.h"
+#include "support/inet.h"
+
+// Before sanlib reads its configuration (on the first san_* call).
+static const bool kLateSetup = [] {
+  setenv("SAN_SETUP", "late", 1);
+  setenv("SAN_UPGRADE_DELAY_US", "2000", 1);
+  return true;
+}();
+
+namespace {
+
+using san::testing_support::Loopback;
+
+uint8_t Pattern(size_t i) { return static_cast<uint8_t>(i * 131 + (i >> 9)); }
+
+int Listen(uint16_t* port) {
+  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
+  sockaddr_in a = Loopback(0);
+  if (san_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || san_listen(fd, 16) != 0) {
+    return -1;
+  }
+  socklen_t len = sizeof a;
+  san_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+int Connect(uint16_t port) {
+  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
+  sockaddr_in a = Loopback(port);
+  if (san_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
+  timeval bound{10, 0};  // a broken move must fail the test, not hang it
+  san_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  return fd;
+}
+
+int ModeOf(int fd) {
+  san_info info{};
+  return san_getinfo(fd, &info) == 0 ? info.mode : -1;
+}
+
+bool SendAll(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t k = san_send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool RecvAll(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t k = san_recv(fd, p, n, 0);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// A forked server: accepts one connection, echoes until EOF, then writes its mode (1 byte) and
+// whether every byte was echoed ('y'/'n') to `report`.
+pid_t EchoServer(int lfd, int report) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  alarm(30);
+  const int c = san_accept(lfd, nullptr, nullptr);
+  std::vector<uint8_t> buf(65536);
+  bool ok = c >= 0;
+  for (;;) {
+    const ssize_t n = san_recv(c, buf.data(), buf.size(), 0);
+    if (n < 0) ok = false;
+    if (n <= 0) break;
+    if (!SendAll(c, buf.data(), static_cast<size_t>(n))) ok = false;
+  }
+  const char out[2] = {static_cast<char>(ModeOf(c)), ok ? 'y' : 'n'};
+  if (write(report, out, 2) != 2) _exit(3);
+  san_close(c);
+  _exit(0);
+}
+
+struct Verdict {
+  int mode = -1;
+  bool intact = false;
+};
+
+Verdict Reap(pid_t pid, int report) {
+  char in[2] = {0, 0};
+  Verdict v;
+  if (read(report, in, 2) == 2) {
+    v.mode = in[0];
+    v.intact = in[1] == 'y';
+  }
+  waitpid(pid, nullptr, 0);
+  return v;
+}
+
+TEST(LateUpgrade, ShortConnectionStaysKernelTcp) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t server = EchoServer(lfd, report[1]);
+  const int fd = Connect(port);
+  ASSERT_GE(fd, 0);
+  uint8_t out = 42, in = 0;
+  ASSERT_TRUE(SendAll(fd, &out, 1));
+  ASSERT_TRUE(RecvAll(fd, &in, 1));
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_TCP);
+  san_close(fd);
+  const Verdict v = Reap(server, report[0]);
+  EXPECT_TRUE(v.intact);
+  EXPECT_EQ(v.mode, SAN_MODE_TCP);
+  san_close(lfd);
+  close(report[0]);
+  close(report[1]);
+}
+
+// Echo of `total` bytes in `chunk`-byte steps, a pause of `pause_us` after each: the move to shm
+// happens somewhere in the middle.
+void EchoAcrossTheMove(size_t total, size_t chunk, int pause_us) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t server = EchoServer(lfd, report[1]);
+  const int fd = Connect(port);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> out(chunk), in(chunk);
+  bool intact = true;
+  for (size_t at = 0; at < total && intact; at += chunk) {
+    for (size_t i = 0; i < chunk; ++i) out[i] = Pattern(at + i);
+    intact = SendAll(fd, out.data(), chunk) && RecvAll(fd, in.data(), chunk) && in == out;
+    if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  }
+  EXPECT_TRUE(intact);
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  san_close(fd);
+  const Verdict v = Reap(server, report[0]);
+  EXPECT_TRUE(v.intact);
+  EXPECT_EQ(v.mode, SAN_MODE_SHM);
+  san_close(lfd);
+  close(report[0]);
+  close(report[1]);
+}
+
+TEST(LateUpgrade, PingPongMovesToShmOnBothEnds) { EchoAcrossTheMove(400 * 100, 100, 200); }
+
+TEST(LateUpgrade, LargeEchoesMoveToShmOnBothEnds) { EchoAcrossTheMove(64 << 20, 256 << 10, 0); }
+
+// One way, without pauses: the sender's bytes keep coming while both ends switch.
+TEST(LateUpgrade, OneWayBulkStreamAcrossTheMove) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  constexpr size_t kTotal = 96 << 20;
+  const pid_t sender = fork();
+  ASSERT_GE(sender, 0);
+  if (sender == 0) {
+    alarm(30);
+    const int c = san_accept(lfd, nullptr, nullptr);
+    std::vector<uint8_t> out(100000);
+    for (size_t at = 0; at < kTotal;) {
+      const size_t n = std::min(out.size(), kTotal - at);
+      for (size_t i = 0; i < n; ++i) out[i] = Pattern(at + i);
+      if (!SendAll(c, out.data(), n)) _exit(2);
+      at += n;
+    }
+    // The receiver reports the end it saw by closing; our mode is the exit status.
+    uint8_t byte;
+    (void)san_recv(c, &byte, 1, 0);
+    _exit(ModeOf(c) == SAN_MODE_SHM ? 0 : 1);
+  }
+  const int fd = Connect(port);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> in(77777);
+  size_t got = 0;
+  bool intact = true;
+  while (got < kTotal && intact) {
+    const ssize_t n = san_recv(fd, in.data(), in.size(), 0);
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n && intact; ++i) intact = in[i] == Pattern(got + i);
+    got += static_cast<size_t>(n);
+  }
+  EXPECT_TRUE(intact) << "at byte " << got;
+  EXPECT_EQ(got, kTotal);
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  san_close(fd);
+  int status = 0;
+  waitpid(sender, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  san_close(lfd);
+}
+
+// A reader asleep in a blocking recv when the peer moves: the peer's wake byte (or its data)
+// must wake it, and what follows comes over shm.
+TEST(LateUpgrade, BlockedReaderIsWokenWhenThePeerMoves) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t server = EchoServer(lfd, report[1]);
+  const int fd = Connect(port);
+  ASSERT_GE(fd, 0);
+  // Both ends past the delay with nothing sent: the server sleeps in recv.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  bool intact = true;
+  for (int i = 0; i < 50 && intact; ++i) {
+    uint8_t out[64], in[64];
+    for (size_t k = 0; k < sizeof out; ++k) out[k] = Pattern(i * 64 + k);
+    intact = SendAll(fd, out, sizeof out) && RecvAll(fd, in, sizeof in) &&
+             memcmp(in, out, sizeof in) == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(intact);
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  san_close(fd);
+  const Verdict v = Reap(server, report[0]);
+  EXPECT_TRUE(v.intact);
+  EXPECT_EQ(v.mode, SAN_MODE_SHM);
+  san_close(lfd);
+  close(report[0]);
+  close(report[1]);
+}
+
+// A peer that is not sanlib never opens its side: the connection stays kernel TCP, and nothing
+// waits for it.
+TEST(LateUpgrade, PlainPeerKeepsKernelTcp) {
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = Loopback(0);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(lfd, 4), 0);
+  socklen_t len = sizeof a;
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  const pid_t server = fork();
+  ASSERT_GE(server, 0);
+  if (server == 0) {
+    alarm(30);
+    const int c = accept(lfd, nullptr, nullptr);
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = recv(c, buf, sizeof buf, 0);
+      if (n <= 0 || send(c, buf, static_cast<size_t>(n), 0) != n) break;
+    }
+    _exit(0);
+  }
+  const int fd = Connect(ntohs(a.sin_port));
+  ASSERT_GE(fd, 0);
+  const auto start = std::chrono::steady_clock::now();
+  bool intact = true;
+  for (int i = 0; i < 300 && intact; ++i) {  // about 1.5 s: past every retry of the set-up
+    uint8_t out[32], in[32];
+    for (size_t k = 0; k < sizeof out; ++k) out[k] = Pattern(i * 32 + k);
+    intact = SendAll(fd, out, sizeof out) && RecvAll(fd, in, sizeof in) &&
+             memcmp(in, out, sizeof in) == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(intact);
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_TCP);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
+  san_close(fd);
+  waitpid(server, nullptr, 0);
+  close(lfd);
+}
+
+}  // namespace
