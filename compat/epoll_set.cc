@@ -174,7 +174,7 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
   int left = timeout_ms;
   for (;;) {
     kernel_sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (Involved(epfd)) {  // a SAN member came meanwhile: its epoll_ctl may not have kicked
+    if (HasSanMembers(epfd)) {  // one came meanwhile: its epoll_ctl may not have kicked
       kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
       return Wait(epfd, events, max_events, left, sigmask);
     }
@@ -183,7 +183,7 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
     if (n <= 0) return n;
     const int kept = DropKicks(events, n);
     if (kept > 0) return kept;
-    if (Involved(epfd)) return Wait(epfd, events, max_events, left, sigmask);
+    if (HasSanMembers(epfd)) return Wait(epfd, events, max_events, left, sigmask);
     if (!budget) budget.emplace(timeout_ms, 0);
     left = budget->remaining_ms();
     if (left == 0) return 0;
@@ -195,6 +195,18 @@ void EpollSet::Forget(int epfd) {
   if (!r.sets.Find(epfd)) return;
   std::unique_lock<std::shared_mutex> lock(r.lifetime);
   delete r.sets.Remove(epfd);
+}
+
+void EpollSet::PublishSizesLocked() {
+  san_size_.store(static_cast<size_t>(std::count_if(members_.begin(), members_.end(),
+                                                    [](const Member& m) { return !m.pending; })),
+                  std::memory_order_seq_cst);
+  size_.store(members_.size(), std::memory_order_seq_cst);
+}
+
+bool EpollSet::HasSanMembers(int epfd) {
+  EpollSet* set = Sets().sets.Find(epfd);
+  return set && set->san_size_.load(std::memory_order_seq_cst) > 0;
 }
 
 bool EpollSet::Involved(int epfd) {
@@ -225,7 +237,7 @@ void EpollSet::DropFdLocked(int fd, bool live) {
                                   return true;
                                 }),
                  members_.end());
-  size_.store(members_.size(), std::memory_order_release);
+  PublishSizesLocked();
 }
 
 int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event) {
@@ -239,7 +251,7 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
   auto pin = Table().Pin();
   std::lock_guard<std::mutex> lock(set->mu_);
   const int rc = set->ControlLocked(epfd, op, fd, s, event);
-  set->size_.store(set->members_.size(), std::memory_order_seq_cst);
+  set->PublishSizesLocked();
   if (rc == 0 && op != EPOLL_CTL_DEL) set->WakeWaitersLocked(epfd);  // they may not watch it yet
   SAN_LOG_DEBUG("epoll_ctl(%d, %d, %d, 0x%x) = %d (%s)", epfd, op, fd, event ? event->events : 0u,
                 rc, rc == 0 ? "ok" : strerror(errno));
@@ -318,7 +330,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                          now->listening.load();
                                 }),
                  members_.end());
-  size_.store(members_.size(), std::memory_order_release);
+  PublishSizesLocked();
 }
 
 void EpollSet::MarkFired(int epfd, int inner, const std::vector<SleepWatch>& watches,

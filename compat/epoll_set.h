@@ -65,6 +65,8 @@ class EpollSet {
   static void DropFd(int epfd, int fd);
   // True if epoll_wait on epfd needs this layer (the set has members); false: a plain epoll.
   static bool Involved(int epfd);
+  // True if the set has members that are not pending (SAN connections now).
+  static bool HasSanMembers(int epfd);
   // epoll_pwait on epfd (sigmask may be null).
   static int Wait(int epfd, epoll_event* events, int max_events, int timeout_ms,
                   const sigset_t* sigmask);
@@ -129,6 +131,10 @@ class EpollSet {
   int kick_ = -1;       // eventfd registered in the kernel instance (-1: not yet, or failed)
   bool kick_tried_ = false;
   std::atomic<size_t> size_{0};  // members_.size(), for the lock-free Involved()
+  // Members not pending (their events come from here): while there are none, a waiter sleeps in
+  // the kernel (KernelWait) and pending members' kernel registrations wake it.
+  std::atomic<size_t> san_size_{0};
+  void PublishSizesLocked();
   std::vector<Member> members_;
   size_t next_ = 0;  // where the next scan starts (fairness among ready members)
 };

@@ -17,7 +17,10 @@ extern "C" {
 
 int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
   san::SanSocket* s = Managed(fd);
-  if (!s || s->listening.load() || s->mode.load() == san::SocketMode::kTcp) {
+  // A kernel-TCP connection that may still move to shm (late_upgrade.h) is the set's too: its
+  // kernel registration serves until it moves.
+  if (!s || s->listening.load() ||
+      (s->mode.load() == san::SocketMode::kTcp && !san::LatePending(*s))) {
     // A SAN socket closed since and its number reused: its old registration went with it.
     if (EpollSet::Involved(epfd)) EpollSet::DropFd(epfd, fd);
     return Real().epoll_ctl(epfd, op, fd, event);

@@ -14,6 +14,7 @@
 #include "socket/socket_ops.h"
 
 using san::compat::Managed;
+using san::compat::ManagedData;
 using san::compat::ManagedShm;
 using san::compat::Real;
 
@@ -100,6 +101,17 @@ int ioctl(int fd, unsigned long request, ...) {
   va_start(ap, request);
   void* arg = va_arg(ap, void*);
   va_end(ap);
+  if (request == FIONREAD && arg) {
+    // A kernel-TCP connection that may still move to shm, or one whose peer's TCP bytes are
+    // still being read (socket/late_upgrade.h): its wake byte is not data.
+    san::SanSocket* late = ManagedData(fd);
+    if (late && late->late &&
+        (late->mode.load() == san::SocketMode::kTcp || san::InflowPending(*late))) {
+      const size_t n = san::LateReadable(*late);
+      *static_cast<int*>(arg) = n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
+      return 0;
+    }
+  }
   san::SanSocket* s = ManagedShm(fd);
   if (!s || (request != FIONREAD && request != FIONBIO)) {
     if (request == FIONBIO && Managed(fd) && arg) {
@@ -115,10 +127,7 @@ int ioctl(int fd, unsigned long request, ...) {
     return -1;
   }
   if (request == FIONREAD) {
-    size_t n = s->stream->Available();
-    // The peer's bytes from before its move to shm (socket/late_upgrade.h) come first.
-    int tcp = 0;
-    if (san::InflowPending(*s) && Real().ioctl(fd, FIONREAD, &tcp) == 0 && tcp > 0) n += tcp;
+    const size_t n = s->stream->Available();
     *static_cast<int*>(arg) = n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
     return 0;
   }

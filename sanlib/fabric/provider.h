@@ -120,6 +120,10 @@ struct ConnectData {
   static constexpr size_t kMax = 48;
   uint8_t length = 0;
   uint8_t bytes[kMax] = {};
+  // Optional, for a listener opened with ListenProved: a descriptor the client holds that proves
+  // who it is (the socket layer sends the kernel TCP socket the channel stands beside). Not
+  // owned; the server side receives its own copy (Endpoint::TakeProof).
+  int proof_fd = -1;
 };
 
 // A connected endpoint packed to move to another process of the same user (kCapTransferable): the
@@ -187,6 +191,9 @@ class Endpoint {
   virtual Result<bool> FinishAccept() { return true; }
   // The request's data (server side) or the reply's (client side, empty for shm).
   virtual const ConnectData& peer_data() const = 0;
+  // Server side of a ListenProved listener: the client's proof descriptor (once; invalid after,
+  // and for other endpoints). The caller checks it and Rejects the request if it proves nothing.
+  virtual UniqueFd TakeProof() { return UniqueFd(); }
 
   // Abortive disconnect: the peer's outstanding and later work completes with ECONNRESET.
   virtual void Disconnect() = 0;
@@ -300,6 +307,14 @@ class Provider {
   // The process whose Listener holds the rendezvous for `addr` now (a listening socket shared by
   // several processes: whoever serves it), 0 if none or the provider cannot tell. Called on the
   // slow path of an accept whose channel is elsewhere; may cost a few system calls.
+  // A rendezvous whose clients are admitted by proof rather than by user: any user's request is
+  // taken if it carries ConnectData::proof_fd, which the caller then checks (a connection private
+  // to two processes that already talk TCP may cross users: socket/late_upgrade.h). Providers
+  // without it open an ordinary Listen.
+  virtual Result<std::unique_ptr<Listener>> ListenProved(const sockaddr* addr, socklen_t len,
+                                                         const EndpointAttr& attr) {
+    return Listen(addr, len, attr);
+  }
   virtual int RendezvousPid(const sockaddr* addr, socklen_t len) const {
     (void)addr;
     (void)len;

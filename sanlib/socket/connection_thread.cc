@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "socket/late_upgrade.h"
 #include "socket/socket_ops.h"
 
 namespace san {
@@ -111,19 +112,6 @@ void ConnectionThread::RenameListener(int from_fd, int to_fd) {
 
 namespace {
 
-// Whether `fd` is a connected TCP socket whose two ends are `tuple` (its server end local): the
-// claimer holds the very connection the channel was filed for. A 4-tuple names one connection
-// in a network namespace, and the control socket is namespace-scoped too.
-bool HoldsConnection(int fd, const proto::FourTuple& tuple) {
-  int type = 0;
-  socklen_t tlen = sizeof type;
-  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM) return false;
-  Result<sockaddr_storage> local = LocalAddress(fd);
-  Result<sockaddr_storage> peer = PeerAddress(fd);
-  return local.ok() && peer.ok() && proto::SameAddress(local.value(), tuple.server) &&
-         proto::SameAddress(peer.value(), tuple.client);
-}
-
 // Whether a listener bound to `served` takes connections to `dst` (same port; same address or
 // the wildcard).
 bool Takes(const sockaddr_storage& served, const sockaddr_storage& dst) {
@@ -141,7 +129,11 @@ bool Takes(const sockaddr_storage& served, const sockaddr_storage& dst) {
 
 Result<std::unique_ptr<proto::Stream>> ConnectionThread::ClaimProved(const proto::FourTuple& tuple,
                                                                      int proof_fd) {
-  if (!HoldsConnection(proof_fd, tuple)) return Status(EPERM, "handover proof");
+  // The claimer holds the very connection the channel was filed for: a 4-tuple names one
+  // connection in a network namespace, and the control socket is namespace-scoped too.
+  if (!HoldsConnection(proof_fd, tuple.server, tuple.client)) {
+    return Status(EPERM, "handover proof");
+  }
   bool serves = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -184,6 +176,36 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const prot
   }
 }
 
+void ConnectionThread::ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns) {
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_) return;
+    was_empty = late_.empty();
+    late_.push_back(LateDue{fd, socket_id, due_ns});
+  }
+  // Asleep for longer than this one's delay only while there was none before.
+  if (was_empty) eventfd_write(control_.get(), 1);
+}
+
+void ConnectionThread::RunDueLateLocked(std::unique_lock<std::mutex>& lock) {
+  const uint64_t now = NowNs();
+  size_t due = 0;
+  while (due < late_.size() && late_[due].due_ns <= now) ++due;
+  if (due == 0) return;
+  std::vector<LateDue> batch(late_.begin(), late_.begin() + static_cast<std::ptrdiff_t>(due));
+  late_.erase(late_.begin(), late_.begin() + static_cast<std::ptrdiff_t>(due));
+  lock.unlock();
+  {
+    auto pin = table_.Pin();  // a close() deletes sockets only outside it
+    for (const LateDue& d : batch) {
+      SanSocket* s = table_.Find(d.fd);
+      if (s && s->id == d.socket_id && LatePending(*s)) OpenLateSide(*s);
+    }
+  }
+  lock.lock();
+}
+
 size_t ConnectionThread::pending_count() {
   std::lock_guard<std::mutex> lock(mu_);
   return pending_.size();
@@ -201,6 +223,7 @@ void ConnectionThread::AfterForkChild() {
   handshakes_.clear();
   for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels
   pending_.clear();
+  late_.clear();
   mu_.unlock();
 }
 
@@ -257,8 +280,19 @@ void ConnectionThread::Run() {
       fds.push_back(pollfd{s->endpoint().notify_fd(), POLLIN, 0});
       owners.push_back(nullptr);
     }
-    // A bounded sleep so broken, unclaimed channels are reaped even when nothing else happens.
-    int n = poll(fds.data(), fds.size(), 1000);
+    // A bounded sleep so broken, unclaimed channels are reaped even when nothing else happens;
+    // shorter when a late upgrade is due.
+    int timeout_ms = 1000;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!late_.empty()) {
+        const uint64_t now = NowNs();
+        const uint64_t due = late_.front().due_ns;
+        timeout_ms =
+            due <= now ? 0 : static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 1000));
+      }
+    }
+    int n = poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) {
       SAN_LOG_ERROR("connection thread: poll: %s", strerror(errno));
       return;
@@ -276,7 +310,8 @@ void ConnectionThread::Run() {
       if (fds[i].revents) ServeRequests(owners[i]);
     }
     AdvanceHandshakes();
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    RunDueLateLocked(lock);
     DropBrokenLocked();
   }
 }
@@ -317,6 +352,16 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       SAN_LOG_WARN("rendezvous on fd %d: malformed or misdirected request", listen_fd);
       endpoint->Reject();
       continue;
+    }
+    if (late) {
+      // Any user's request is taken here (ListenProved): it must prove that it comes from the
+      // other end of the very connection it names.
+      UniqueFd proof = endpoint->TakeProof();
+      if (!proof.valid() || !HoldsConnection(proof.get(), tuple->client, tuple->server)) {
+        SAN_LOG_INFO("private rendezvous: a request without proof of its connection, refused");
+        endpoint->Reject();
+        continue;
+      }
     }
     Result<std::unique_ptr<proto::Stream>> stream =
         proto::Stream::Create(std::move(endpoint), caps, params);

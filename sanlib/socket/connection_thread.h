@@ -78,6 +78,9 @@ class ConnectionThread {
   Result<std::unique_ptr<proto::Stream>> ClaimProved(const proto::FourTuple& tuple, int proof_fd);
   // Counts, for sanstat and tests.
   size_t pending_count();
+  // A late upgrade candidate (late_upgrade.h): at `due_ns` this thread opens its side if it is
+  // the lower end, so that the move does not wait for the application's next call there.
+  void ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns);
 
   // pthread_atfork hooks (the lock must not be held across fork).
   void BeforeFork() { mu_.lock(); }
@@ -135,6 +138,13 @@ class ConnectionThread {
   // Settling entries whose handshake is in progress (their streams are owned by pending_; only
   // this thread removes a settling entry). The thread's alone: no lock.
   std::vector<proto::Stream*> handshakes_;
+  struct LateDue {
+    int fd;
+    uint64_t socket_id;
+    uint64_t due_ns;
+  };
+  std::vector<LateDue> late_;  // in due order (each is now + the same delay) (mu_)
+  void RunDueLateLocked(std::unique_lock<std::mutex>& lock);
   UniqueFd control_;  // eventfd: the set of listeners changed, or stop
   pthread_t thread_{};
   bool running_ = false;

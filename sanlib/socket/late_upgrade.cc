@@ -23,11 +23,15 @@ namespace {
 
 constexpr uint64_t kMs = 1000000;
 // The lower end keeps its private rendezvous open this long for the upper end to come.
-constexpr uint64_t kListenForNs = 3000 * kMs;
-// The upper end tries this many times, 1, 2, 4 ... ms apart (about a second in all).
-constexpr uint32_t kMaxAttempts = 11;
+constexpr uint64_t kListenForNs = 10000 * kMs;
+// The upper end tries this many times, 1, 2, 4 ... ms apart, then every second (some ten seconds
+// in all: the lower end opens its side at its first data call after the delay).
+constexpr uint32_t kMaxAttempts = 20;
+constexpr uint32_t kDoublings = 10;
 // A blocking read on a candidate sleeps at most this long between looks at the set-up.
 constexpr int kStepNapMs = 5;
+// How long a read woken only by the peer's wake byte looks for the stream's first bytes.
+constexpr uint64_t kAfterWakeNs = 200000;
 
 std::atomic<int> next_token{-2};
 
@@ -114,8 +118,8 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       const proto::StreamParams params = rt.StreamParamsFor(*u.provider);
       const sockaddr_in6 where = RendezvousOf(u);
       Result<std::unique_ptr<fabric::Listener>> l =
-          u.provider->Listen(reinterpret_cast<const sockaddr*>(&where), sizeof where,
-                             proto::Stream::EndpointAttrFor(params));
+          u.provider->ListenProved(reinterpret_cast<const sockaddr*>(&where), sizeof where,
+                                   proto::Stream::EndpointAttrFor(params));
       if (!l.ok()) return FailLocked(s, u, "rendezvous: " + l.status().ToString());
       sockaddr_storage addr{};
       std::memcpy(&addr, &where, sizeof where);
@@ -133,8 +137,10 @@ void Advance(SanSocket& s, LateUpgrade& u) {
     case LatePhase::kConnecting: {
       if (now < u.next_ns) return;
       const sockaddr_in6 where = RendezvousOf(u);
-      Result<std::unique_ptr<proto::Stream>> r = ConnectStream(
-          *u.provider, reinterpret_cast<const sockaddr*>(&where), sizeof where, u.tuple);
+      // Our kernel socket goes along as proof: the peer may be another user.
+      Result<std::unique_ptr<proto::Stream>> r =
+          ConnectStream(*u.provider, reinterpret_cast<const sockaddr*>(&where), sizeof where,
+                        u.tuple, s.fd.load());
       if (r.ok()) {
         u.stream = std::move(r).value();
         u.phase.store(LatePhase::kReady);
@@ -143,7 +149,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       } else if (++u.attempts >= kMaxAttempts) {
         FailLocked(s, u, "the peer never opened its side (not a sanlib process?)");
       } else {
-        u.next_ns = now + (kMs << (u.attempts - 1));
+        u.next_ns = now + (kMs << std::min(u.attempts - 1, kDoublings));
       }
       return;
     }
@@ -176,7 +182,7 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
       kernel::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) != 0) {
     return FailLocked(s, u, "send queue unknown");
   }
-  if (queued > sndbuf / 2) return;  // the peer is not reading: later
+  if (!u.lower && queued > sndbuf / 2) return;  // no room for the wake byte: later
   // No reader in the kernel socket either (lock order: in_mu before mu, so only try it here).
   std::unique_lock<std::mutex> reading(u.in_mu, std::try_to_lock);
   if (!reading.owns_lock()) return;
@@ -189,7 +195,9 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
   // put the peer's wake byte in the wrong place.
   if (st.ok() && consumed.value() != u.consumed) st = Status(EPROTO, "unseen reads");
   if (st.ok()) st = u.stream->Start(written.value());
-  if (st.ok()) {
+  if (st.ok() && !u.lower) {
+    // Only the upper end's wake byte is needed: the lower end may be asleep in the kernel when
+    // we switch; the upper end, switched already, watches the stream by then.
     const char wake = 0;
     if (kernel::send(fd, &wake, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
       st = Status::FromErrno("send(wake byte)");
@@ -199,7 +207,7 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
     u.io.store(0);
     return FailLocked(s, u, "switch: " + st.ToString());
   }
-  // The peer's part may be read already (its wake byte came before our switch).
+  // The peer's part may be read already (the upper end's wake byte came before our switch).
   if (u.peer_wake_taken) u.inflow_done.store(true);
   Runtime::Get().usage().tcp_connections.fetch_sub(1);
   SAN_LOG_INFO("fd %d: moved to shm after %llu bytes out and %llu in over kernel TCP", fd,
@@ -246,9 +254,11 @@ ssize_t ReadKernel(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt, i
   *eof = false;
   std::optional<uint64_t> end = PeerEnd(u, s);
   uint64_t limit = ~uint64_t{0};
+  // Only the upper end sends a wake byte, so only the lower end receives one.
+  const uint64_t wake_bytes = u.lower ? 1 : 0;
   if (end) {
-    if (u.consumed > *end || (u.consumed == *end && u.peer_wake_taken)) return 0;
-    limit = *end - u.consumed + 1;  // its data, then the wake byte
+    if (u.consumed > *end || (u.consumed == *end && (u.peer_wake_taken || !u.lower))) return 0;
+    limit = *end - u.consumed + wake_bytes;  // its data, then the wake byte
   }
   const bool peek = flags & MSG_PEEK;
   char wake;
@@ -271,6 +281,12 @@ ssize_t ReadKernel(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt, i
   return n;
 }
 
+// Whether the peer's TCP part is all read (in_mu held): up to its count, and the wake byte at
+// the lower end.
+bool TcpPartRead(const LateUpgrade& u, const std::optional<uint64_t>& end) {
+  return end && u.consumed >= *end && (!u.lower || u.peer_wake_taken);
+}
+
 }  // namespace
 
 void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer) {
@@ -283,6 +299,7 @@ void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer
                                          NowNs() + uint64_t{rt.config().upgrade_delay_us} * 1000);
   s.late->provider = provider;
   s.late_pending.store(true, std::memory_order_release);
+  rt.connections().ScheduleLate(s.fd, s.id, s.late->next_ns);
 }
 
 void CancelLateUpgrades() {
@@ -306,9 +323,21 @@ void EndLateUpgrade(SanSocket& s, bool try_switch) {
   }
 }
 
+void OpenLateSide(SanSocket& s) {
+  LateUpgrade& u = *s.late;
+  std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
+  if (!lock.owns_lock() || u.phase.load() != LatePhase::kWaiting) return;
+  Result<sockaddr_storage> local = LocalAddress(s.fd);
+  // Only the lower end's step happens here: the upper end's connect waits for the peer.
+  if (local.ok() && AddressLess(local.value(), u.peer)) Advance(s, u);
+}
+
 bool FinishLateUpgrade(SanSocket& s) {
+  // Only a move whose channel exists (the peer took part) is finished; one that is still
+  // looking for its peer is given up, and the peer (asked the same) gives up too.
+  if (LateStep(s)) return true;
   const uint64_t deadline = NowNs() + 5000 * kMs;
-  while (LatePending(s) && s.late->phase.load() != LatePhase::kWaiting && NowNs() < deadline) {
+  while (LatePending(s) && s.late->phase.load() == LatePhase::kReady && NowNs() < deadline) {
     if (LateStep(s)) return true;
     kernel::poll(nullptr, 0, 1);  // the peer takes its steps meanwhile
   }
@@ -461,7 +490,15 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
       return n < 0 ? -1 : 0;
     }
     // Nothing, or only the peer's wake byte: our own switch is next, then the stream.
-    if (LateStep(s)) return total > 0 ? static_cast<ssize_t>(total) : Switched();
+    if (LateStep(s)) {
+      if (total > 0) return static_cast<ssize_t>(total);
+      // Woken by the wake byte alone: the peer switched and may hold bytes back only until our
+      // WAKEUP opened its window. A short look for them spares a program that took the wake-up
+      // for data (wrk reads once per readiness, and EAGAIN is an error there) a false alarm.
+      const uint64_t until = NowNs() + kAfterWakeNs;
+      while (!s.stream->GetReadiness().readable && NowNs() < until) sched_yield();
+      return Switched();
+    }
     if (nonblocking) {
       if (total > 0) return static_cast<ssize_t>(total);
       errno = EAGAIN;
@@ -503,19 +540,48 @@ ssize_t InflowRecv(SanSocket& s, const iovec* iov, int iovcnt, bool peek) {
   bool eof = false;
   const ssize_t n = ReadKernel(s, u, iov, iovcnt, peek ? MSG_PEEK : 0, &eof);
   const int err = errno;
-  if (u.peer_wake_taken) u.inflow_done.store(true, std::memory_order_release);
+  std::optional<uint64_t> end = s.stream->PeerTcpBytes();
+  if (TcpPartRead(u, end)) u.inflow_done.store(true, std::memory_order_release);
   if (n > 0) return n;
   // The peer closed its kernel socket without moving (it gave up, or died): everything it sent
   // came that way, and this is its end, as the kernel socket says (here and in every later call).
   if (eof) return 0;
-  std::optional<uint64_t> end = s.stream->PeerTcpBytes();
   if (n == 0 || (end && u.consumed >= *end)) return Switched();  // the stream's turn
   errno = n < 0 ? err : EAGAIN;
   return -1;
 }
 
+size_t LateReadable(SanSocket& s) {
+  LateUpgrade& u = *s.late;
+  std::lock_guard<std::mutex> reading(u.in_mu);
+  int queued = 0;
+  if (kernel::ioctl(s.fd, FIONREAD, &queued) != 0 || queued < 0) queued = 0;
+  const bool shm = s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
+  if (shm && u.inflow_done.load()) return s.stream->Available();
+  std::optional<uint64_t> end = PeerEnd(u, s);
+  if (!end) return static_cast<size_t>(queued);
+  const uint64_t tcp_left = *end > u.consumed ? *end - u.consumed : 0;
+  if (tcp_left > 0) return static_cast<size_t>(std::min<uint64_t>(tcp_left, queued));
+  return shm ? s.stream->Available() : 0;
+}
+
 short InflowRevents(SanSocket& s) {
   if (!InflowPending(s)) return 0;
+  LateUpgrade& u = *s.late;
+  {
+    std::lock_guard<std::mutex> reading(u.in_mu);
+    std::optional<uint64_t> end = s.stream->PeerTcpBytes();
+    if (end && u.consumed >= *end) {
+      // Only the wake byte can be left: take it now rather than report it as data.
+      char wake;
+      if (u.lower && !u.peer_wake_taken && kernel::recv(s.fd, &wake, 1, MSG_DONTWAIT) == 1) {
+        ++u.consumed;
+        u.peer_wake_taken = true;
+      }
+      if (TcpPartRead(u, end)) u.inflow_done.store(true, std::memory_order_release);
+      return 0;  // the stream's readiness tells the rest
+    }
+  }
   pollfd p{s.fd, POLLIN, 0};
   return kernel::poll(&p, 1, 0) > 0 ? static_cast<short>(p.revents & (POLLIN | POLLRDHUP)) : 0;
 }

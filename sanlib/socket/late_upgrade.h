@@ -101,9 +101,15 @@ void CancelLateUpgrades();
 // closes as a SAN one), else gives the set-up up. san_upgrade (not `try_switch`): gives it up.
 void EndLateUpgrade(SanSocket& s, bool try_switch);
 
-// san_upgrade of a candidate whose move has begun (past kWaiting): drives it to its end, bounded
-// (5 s). True if the socket is kShm now; false if it had not begun or failed.
+// san_upgrade of a candidate: a move whose channel is made (both ends took part) is driven to
+// its end, bounded (5 s). True if the socket is kShm now; false otherwise (the caller gives the
+// move up and talks in band).
 bool FinishLateUpgrade(SanSocket& s);
+
+// The connection thread's step when the delay has passed: opens the lower end's private
+// rendezvous (the upper end connects from its own next call; this thread never waits for a
+// peer). Does nothing if another thread is taking a step.
+void OpenLateSide(SanSocket& s);
 
 // The data path's entry for a candidate (mode kTcp): advances the set-up if it is due, and
 // switches if it can. True if the socket is kShm now (the call goes to the stream).
@@ -124,6 +130,9 @@ bool InflowPending(SanSocket& s);
 // EOF (the peer closed it without moving); -1 with kLateSwitched when its TCP part is all read
 // (read the stream now), EAGAIN when nothing is there yet, or the kernel's error.
 ssize_t InflowRecv(SanSocket& s, const iovec* iov, int iovcnt, bool peek);
+// FIONREAD of a candidate or of a socket whose inflow runs: the bytes a read would return now
+// (the peer's wake byte is not one of them), plus the stream's queue once it is the stream's turn.
+size_t LateReadable(SanSocket& s);
 // poll(2) events of the inflow: POLLIN when TCP bytes wait (0 when done).
 short InflowRevents(SanSocket& s);
 

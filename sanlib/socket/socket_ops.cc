@@ -116,9 +116,21 @@ Result<std::unique_ptr<proto::Stream>> SetUpChannel(SanSocket& s, fabric::Provid
 
 }  // namespace
 
+bool HoldsConnection(int fd, const sockaddr_storage& local, const sockaddr_storage& peer) {
+  int type = 0;
+  socklen_t tlen = sizeof type;
+  if (kernel::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM) {
+    return false;
+  }
+  Result<sockaddr_storage> mine = LocalAddress(fd);
+  Result<sockaddr_storage> theirs = PeerAddress(fd);
+  return mine.ok() && theirs.ok() && proto::SameAddress(mine.value(), local) &&
+         proto::SameAddress(theirs.value(), peer);
+}
+
 Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
                                                      const sockaddr* rendezvous, socklen_t len,
-                                                     const proto::FourTuple& tuple) {
+                                                     const proto::FourTuple& tuple, int proof_fd) {
   const proto::StreamParams params = Runtime::Get().StreamParamsFor(provider);
   Result<std::unique_ptr<fabric::Endpoint>> ep =
       provider.CreateEndpoint(proto::Stream::EndpointAttrFor(params));
@@ -126,8 +138,9 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
   Result<std::unique_ptr<proto::Stream>> stream =
       proto::Stream::Create(std::move(ep).value(), provider.capabilities(), params);
   if (!stream.ok()) return stream.status();
-  Status st =
-      stream.value()->endpoint().Connect(rendezvous, len, proto::EncodeConnectRequest(tuple));
+  fabric::ConnectData request = proto::EncodeConnectRequest(tuple);
+  request.proof_fd = proof_fd;
+  Status st = stream.value()->endpoint().Connect(rendezvous, len, request);
   if (!st.ok()) return st;
   return stream;
 }

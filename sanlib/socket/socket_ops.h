@@ -102,9 +102,14 @@ SanSocket* Track(int fd, bool nonblocking);
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason);
 // The client half of a SAN channel: a stream over a new endpoint of `provider`, connected to the
 // rendezvous at `rendezvous` with `tuple` (the TCP connection it stands beside) as its request.
+// `proof_fd` (optional): sent along for a ListenProved rendezvous (late_upgrade.h).
 Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
                                                      const sockaddr* rendezvous, socklen_t len,
-                                                     const proto::FourTuple& tuple);
+                                                     const proto::FourTuple& tuple,
+                                                     int proof_fd = -1);
+// Whether `fd` is a connected stream socket whose local and peer addresses are these (canonical):
+// the holder of fd holds that connection's end.
+bool HoldsConnection(int fd, const sockaddr_storage& local, const sockaddr_storage& peer);
 // Blocks (bounded) until the peer's WAKEUP opened the window of a freshly settled SAN socket.
 void WaitForWindow(SanSocket& s);
 // Orders two canonical addresses (family, address bytes, port): the lower end of a connection

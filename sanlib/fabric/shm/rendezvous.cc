@@ -77,8 +77,8 @@ Status SendMessage(int sock, const void* msg, size_t len, const int* fds, int nu
   msghdr mh{};
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kRequestFds)] = {};
-  if (num_fds > kRequestFds) return Status(EINVAL, "SendMessage: too many fds");
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxRequestFds)] = {};
+  if (num_fds > kMaxRequestFds) return Status(EINVAL, "SendMessage: too many fds");
   PackRights(fds, static_cast<size_t>(num_fds), control, &mh);
   ssize_t n;
   do {
@@ -89,7 +89,8 @@ Status SendMessage(int sock, const void* msg, size_t len, const int* fds, int nu
   return Status::Ok();
 }
 
-Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fds) {
+Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fds, bool may_add_one,
+                      int* received_count) {
   // One byte more than expected so an oversized message shows up as MSG_TRUNC or a longer count.
   alignas(8) char buffer[sizeof(RequestMessage) + 1];
   if (len >= sizeof(buffer)) return Status(EINVAL, "ReceiveMessage: size");
@@ -111,12 +112,14 @@ Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fd
   // Take ownership of every fd first, whatever else is wrong with the message.
   std::vector<UniqueFd> received;
   TakeRights(mh, &received);
+  const size_t want = static_cast<size_t>(num_fds);
   if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) != len ||
-      received.size() != static_cast<size_t>(num_fds)) {
+      (received.size() != want && !(may_add_one && received.size() == want + 1))) {
     return Status(EPROTO, "recvmsg(shm rendezvous): malformed message");
   }
   std::memcpy(msg, buffer, len);
-  for (int i = 0; i < num_fds; ++i) fds[i] = std::move(received[i]);
+  for (size_t i = 0; i < received.size(); ++i) fds[i] = std::move(received[i]);
+  if (received_count) *received_count = static_cast<int>(received.size());
   return Status::Ok();
 }
 

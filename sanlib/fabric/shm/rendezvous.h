@@ -24,7 +24,8 @@ namespace san::fabric::shm {
 
 constexpr uint64_t kRendezvousMagic = 0x515245534e415300ull;  // "\0SANSERQ"
 constexpr uint32_t kRendezvousVersion = 1;
-constexpr int kRequestFds = 3;  // segment memfd, client doorbell, server doorbell
+constexpr int kRequestFds = 3;     // segment memfd, client doorbell, server doorbell
+constexpr int kMaxRequestFds = 4;  // and the client's proof (RequestMessage::kHasProof)
 constexpr int kConnectTimeoutMs = 5000;
 
 struct RequestMessage {
@@ -34,16 +35,18 @@ struct RequestMessage {
   uint64_t arena_bytes[2];  // client's, server's
   uint8_t data_length;
   uint8_t data[ConnectData::kMax];
-  uint8_t reserved[3];
+  uint8_t flags;  // kHasProof
+  uint8_t reserved[2];
   // The pid SO_PEERCRED gave the client for the listener (single copy: the server exposes windows
   // only from that process, the one the client will write into). 0 = unknown.
   int32_t seen_pid;
 };
 static_assert(sizeof(RequestMessage) == 88);
+constexpr uint8_t kHasProof = 1;  // a fourth descriptor follows: ConnectData::proof_fd
 
 struct ReplyMessage {
   uint64_t magic;
-  int32_t error;  // 0 = accepted, else an errno (ECONNREFUSED for Reject)
+  int32_t error;     // 0 = accepted, else an errno (ECONNREFUSED for Reject)
   int32_t seen_pid;  // the pid SO_PEERCRED gave the server for the client (as above); 0 = unknown
 };
 static_assert(sizeof(ReplyMessage) == 16);
@@ -62,9 +65,11 @@ Result<UniqueFd> ConnectRendezvous(const sockaddr* server, socklen_t len);
 Status SendMessage(int sock, const void* msg, size_t len, const int* fds, int num_fds);
 
 // One message of exactly `len` bytes, nonblocking. EAGAIN: nothing yet; ECONNRESET: EOF;
-// EPROTO: wrong size, truncated control data or not exactly `num_fds` fds (all received fds are
-// closed then). On success `fds[0..num_fds)` own the received descriptors.
-Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fds);
+// EPROTO: wrong size, truncated control data or not `num_fds` fds (or `num_fds + 1` if
+// `may_add_one`; all received fds are closed then). On success `fds[0..n)` own the received
+// descriptors and *received (optional) says n.
+Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fds,
+                      bool may_add_one = false, int* received = nullptr);
 
 // EPERM unless the socket's peer runs as our effective uid.
 Status CheckPeerCredentials(int sock);

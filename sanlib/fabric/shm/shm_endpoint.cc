@@ -353,9 +353,11 @@ Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const Connect
   req.data_length = data.length;
   std::memcpy(req.data, data.bytes, data.length);
   req.seen_pid = parts_.peer_pid;
-  const int fds[kRequestFds] = {parts_.segment.fd(), parts_.own_doorbell.get(),
-                                parts_.peer_doorbell.get()};
-  Status s = SendMessage(sock->get(), &req, sizeof(req), fds, kRequestFds);
+  const int fds[kMaxRequestFds] = {parts_.segment.fd(), parts_.own_doorbell.get(),
+                                   parts_.peer_doorbell.get(), data.proof_fd};
+  if (data.proof_fd >= 0) req.flags |= kHasProof;
+  Status s = SendMessage(sock->get(), &req, sizeof(req), fds,
+                         data.proof_fd >= 0 ? kMaxRequestFds : kRequestFds);
   if (!s.ok()) return s;
 
   // Bounded wait for the listener's verdict.

@@ -50,6 +50,7 @@ class ShmEndpoint final : public Endpoint {
     // windows). 0 = unknown: no single copy. The client learns both in Connect.
     int32_t peer_pid = 0;
     int32_t self_pid_seen = 0;
+    UniqueFd proof;  // server, ListenProved: the client's proof descriptor
   };
   // Validates nothing (callers did); fails only for system resources.
   static Result<std::unique_ptr<ShmEndpoint>> Create(Parts parts);
@@ -61,6 +62,7 @@ class ShmEndpoint final : public Endpoint {
   Status PostSendFromFile(const SendWork& work, const FileSlice& file, FileRead* read) override;
   int Poll(Completion* out, int max) override;
   bool Arm() override;
+  UniqueFd TakeProof() override { return std::move(parts_.proof); }
   int notify_fd() const override { return epoll_.get(); }
   void ClearNotify() override;
   Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;

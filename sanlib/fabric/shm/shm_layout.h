@@ -32,7 +32,7 @@
 namespace san::fabric::shm {
 
 constexpr uint64_t kSegmentMagic = 0x314d48534e415300ull;  // "\0SANSHM1"
-constexpr uint32_t kSegmentVersion = 2;  // 2: SideBlock::window (single copy)
+constexpr uint32_t kSegmentVersion = 2;                    // 2: SideBlock::window (single copy)
 // Slots per ring (both rings of both sides). Bounds EndpointAttr::recv_depth.
 constexpr uint32_t kRingSlots = 512;
 constexpr uint32_t kRingMask = kRingSlots - 1;

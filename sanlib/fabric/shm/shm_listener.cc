@@ -23,7 +23,8 @@ constexpr uint64_t kRequestTimeoutNs = 2'000'000'000;
 }  // namespace
 
 Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
-                                                         const EndpointAttr& attr, uint32_t mtu) {
+                                                         const EndpointAttr& attr, uint32_t mtu,
+                                                         bool proved) {
   Result<UniqueFd> sock = ListenRendezvous(key);
   if (!sock.ok()) return sock.status();
   UniqueFd epoll(PlaceHigh(epoll_create1(EPOLL_CLOEXEC)));
@@ -35,19 +36,22 @@ Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
     return Status::FromErrno("epoll_ctl(listener)");
   }
   return std::unique_ptr<ShmListener>(
-      new ShmListener(std::move(sock).value(), std::move(epoll), attr, mtu));
+      new ShmListener(std::move(sock).value(), std::move(epoll), attr, mtu, proved));
 }
 
-ShmListener::ShmListener(UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr, uint32_t mtu)
-    : sock_(std::move(sock)), epoll_(std::move(epoll)), attr_(attr), mtu_(mtu) {}
+ShmListener::ShmListener(UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr, uint32_t mtu,
+                         bool proved)
+    : sock_(std::move(sock)), epoll_(std::move(epoll)), attr_(attr), mtu_(mtu), proved_(proved) {}
 
 void ShmListener::AcceptPending() {
   for (;;) {
     UniqueFd conn(PlaceHigh(accept4(sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)));
     if (!conn.valid()) return;  // EAGAIN, or a transient error the next readiness retries
-    Status s = CheckPeerCredentials(conn.get());
+    Status s = proved_ ? Status::Ok() : CheckPeerCredentials(conn.get());
     if (!s.ok()) {
-      SAN_LOG_WARN("shm listener: %s", s.ToString().c_str());
+      // A client of another user (a server that dropped privileges, its clients root, say):
+      // its connection goes on over kernel TCP and may move later by proof (late_upgrade.h).
+      SAN_LOG_INFO("shm listener: %s", s.ToString().c_str());
       continue;  // closing it is the refusal
     }
     if (pending_.size() >= kMaxPending) Drop(0, ECONNREFUSED);  // the oldest makes room
@@ -75,8 +79,9 @@ Result<std::unique_ptr<Endpoint>> ShmListener::GetRequest() {
   for (size_t i = 0; i < pending_.size();) {
     int fd = pending_[i].sock.get();
     RequestMessage req{};
-    UniqueFd fds[kRequestFds];
-    Status s = ReceiveMessage(fd, &req, sizeof(req), fds, kRequestFds);
+    UniqueFd fds[kMaxRequestFds];
+    int received = 0;
+    Status s = ReceiveMessage(fd, &req, sizeof(req), fds, kRequestFds, true, &received);
     if (s.would_block()) {
       if (now > pending_[i].deadline_ns) {
         Drop(i, ETIMEDOUT);
@@ -91,7 +96,10 @@ Result<std::unique_ptr<Endpoint>> ShmListener::GetRequest() {
     }
     // Validate: only our own constants and bounds decide what we map and how we index.
     int error = 0;
-    if (req.magic != kRendezvousMagic || req.version != kRendezvousVersion) {
+    const bool has_proof = (req.flags & kHasProof) != 0;
+    if (req.magic != kRendezvousMagic || req.version != kRendezvousVersion ||
+        (req.flags & ~kHasProof) != 0 || has_proof != (received == kMaxRequestFds) ||
+        (proved_ && !has_proof)) {
       error = EPROTO;
     } else if (req.ring_slots != kRingSlots || req.arena_bytes[0] > kMaxArenaBytes ||
                req.arena_bytes[1] > kMaxArenaBytes || req.arena_bytes[0] % 64 != 0 ||
@@ -137,6 +145,7 @@ Result<std::unique_ptr<Endpoint>> ShmListener::GetRequest() {
     parts.mtu = mtu_;
     parts.peer_pid = PeerPid(fd);
     parts.self_pid_seen = req.seen_pid > 0 ? req.seen_pid : 0;
+    if (has_proof && proved_) parts.proof = std::move(fds[3]);
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
     parts.rendezvous = std::move(pending_[i].sock);
     pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));

@@ -24,8 +24,11 @@ namespace san::fabric::shm {
 
 class ShmListener final : public Listener {
  public:
+  // `proved`: clients of any user are admitted, and each request must carry a proof descriptor
+  // (Provider::ListenProved); otherwise only our own user's.
   static Result<std::unique_ptr<ShmListener>> Create(const std::string& key,
-                                                     const EndpointAttr& attr, uint32_t mtu);
+                                                     const EndpointAttr& attr, uint32_t mtu,
+                                                     bool proved = false);
 
   int fd() const override { return epoll_.get(); }
   Result<std::unique_ptr<Endpoint>> GetRequest() override;
@@ -35,7 +38,7 @@ class ShmListener final : public Listener {
     UniqueFd sock;
     uint64_t deadline_ns;
   };
-  ShmListener(UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr, uint32_t mtu);
+  ShmListener(UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr, uint32_t mtu, bool proved);
   void AcceptPending();
   void Drop(size_t index, int error);
   // Validates one request; on success builds the endpoint around `sock`.
@@ -45,6 +48,7 @@ class ShmListener final : public Listener {
   UniqueFd epoll_;
   EndpointAttr attr_;
   uint32_t mtu_;
+  bool proved_;
   std::vector<Pending> pending_;
 };
 

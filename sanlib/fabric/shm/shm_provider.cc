@@ -94,6 +94,17 @@ Result<std::unique_ptr<Listener>> ShmProvider::Listen(const sockaddr* addr, sock
   return std::unique_ptr<Listener>(std::move(l).value());
 }
 
+Result<std::unique_ptr<Listener>> ShmProvider::ListenProved(const sockaddr* addr, socklen_t len,
+                                                            const EndpointAttr& attr) {
+  Status s = CheckAttr(attr);
+  if (!s.ok()) return s;
+  Result<std::string> key = AddressKey(addr, len);
+  if (!key.ok()) return key.status();
+  Result<std::unique_ptr<ShmListener>> l = ShmListener::Create(key.value(), attr, kMaxMtu, true);
+  if (!l.ok()) return l.status();
+  return std::unique_ptr<Listener>(std::move(l).value());
+}
+
 int ShmProvider::RendezvousPid(const sockaddr* addr, socklen_t len) const {
   Result<std::string> key = AddressKey(addr, len);
   if (!key.ok()) return 0;

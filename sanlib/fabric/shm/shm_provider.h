@@ -33,6 +33,8 @@ class ShmProvider final : public Provider {
   bool Reaches(const sockaddr* peer, socklen_t len) const override;
   Result<std::unique_ptr<Listener>> Listen(const sockaddr* addr, socklen_t len,
                                            const EndpointAttr& attr) override;
+  Result<std::unique_ptr<Listener>> ListenProved(const sockaddr* addr, socklen_t len,
+                                                 const EndpointAttr& attr) override;
   int RendezvousPid(const sockaddr* addr, socklen_t len) const override;
   Result<std::unique_ptr<Endpoint>> CreateEndpoint(const EndpointAttr& attr) override;
   Result<std::unique_ptr<Endpoint>> Import(EndpointImage image) override;
