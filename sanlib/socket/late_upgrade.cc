@@ -56,33 +56,33 @@ bool ReadTcpInfo(int fd, tcp_info* ti) {
          len >= offsetof(tcp_info, tcpi_bytes_received) + sizeof ti->tcpi_bytes_received;
 }
 
-// Bytes the application wrote to the kernel socket so far: acknowledged + still queued (an
-// active opener's count of acknowledged bytes includes its SYN). The queue is read around the
-// counter until it holds still, so an ACK in between cannot skew the sum.
-Result<uint64_t> KernelBytesWritten(int fd, bool active) {
+// A counter of TCP_INFO plus the queue `request` reports (SIOCOUTQ, SIOCINQ), read consistently:
+// the queue is read around the counter until it holds still, so a segment or an ACK in between
+// cannot skew the pair. Returns counter + queue * sign.
+template <typename Counter>
+Result<uint64_t> CounterAndQueue(int fd, unsigned long request, Counter counter, int sign) {
   for (int i = 0; i < 16; ++i) {
     int before = 0, after = 0;
     tcp_info ti{};
-    if (kernel::ioctl(fd, SIOCOUTQ, &before) != 0) return Status::FromErrno("ioctl(SIOCOUTQ)");
+    if (kernel::ioctl(fd, request, &before) != 0) return Status::FromErrno("ioctl(queue)");
     if (!ReadTcpInfo(fd, &ti)) return Status(ENOTSUP, "TCP_INFO");
-    if (kernel::ioctl(fd, SIOCOUTQ, &after) != 0) return Status::FromErrno("ioctl(SIOCOUTQ)");
-    if (before == after)
-      return ti.tcpi_bytes_acked - (active ? 1 : 0) + static_cast<uint64_t>(after);
+    if (kernel::ioctl(fd, request, &after) != 0) return Status::FromErrno("ioctl(queue)");
+    if (before == after) return counter(ti) + static_cast<uint64_t>(sign * int64_t{after});
   }
-  return Status(EAGAIN, "send queue never held still");
+  return Status(EAGAIN, "a socket queue never held still");
+}
+
+// Bytes the application wrote to the kernel socket so far: acknowledged + still queued (an
+// active opener's count of acknowledged bytes includes its SYN).
+Result<uint64_t> KernelBytesWritten(int fd, bool active) {
+  return CounterAndQueue(
+      fd, SIOCOUTQ, [&](const tcp_info& ti) { return ti.tcpi_bytes_acked - (active ? 1 : 0); }, 1);
 }
 
 // Bytes the application consumed from the kernel socket so far (received - still queued).
 Result<uint64_t> KernelBytesConsumed(int fd) {
-  for (int i = 0; i < 16; ++i) {
-    int before = 0, after = 0;
-    tcp_info ti{};
-    if (kernel::ioctl(fd, SIOCINQ, &before) != 0) return Status::FromErrno("ioctl(SIOCINQ)");
-    if (!ReadTcpInfo(fd, &ti)) return Status(ENOTSUP, "TCP_INFO");
-    if (kernel::ioctl(fd, SIOCINQ, &after) != 0) return Status::FromErrno("ioctl(SIOCINQ)");
-    if (before == after) return ti.tcpi_bytes_received - static_cast<uint64_t>(after);
-  }
-  return Status(EAGAIN, "receive queue never held still");
+  return CounterAndQueue(
+      fd, SIOCINQ, [](const tcp_info& ti) { return ti.tcpi_bytes_received; }, -1);
 }
 
 // Gives up on moving the connection (it stays kernel TCP). A stream already made is aborted, so

@@ -19,6 +19,7 @@
 
 #include "san/san.h"
 #include "support/inet.h"
+#include "support/san_loopback.h"
 
 // Before sanlib reads its configuration (on the first san_* call).
 static const bool kLateSetup = [] {
@@ -33,24 +34,12 @@ using san::testing_support::Loopback;
 
 uint8_t Pattern(size_t i) { return static_cast<uint8_t>(i * 131 + (i >> 9)); }
 
-int Listen(uint16_t* port) {
-  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
-  sockaddr_in a = Loopback(0);
-  if (san_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || san_listen(fd, 16) != 0) {
-    return -1;
-  }
-  socklen_t len = sizeof a;
-  san_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
+int Listen(uint16_t* port) { return san::testing_support::SanListenLoopback(port); }
 
 int Connect(uint16_t port) {
-  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
-  sockaddr_in a = Loopback(port);
-  if (san_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
+  const int fd = san::testing_support::SanConnectLoopback(port);
   timeval bound{10, 0};  // a broken move must fail the test, not hang it
-  san_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  if (fd >= 0) san_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
   return fd;
 }
 
@@ -116,56 +105,64 @@ Verdict Reap(pid_t pid, int report) {
   return v;
 }
 
-TEST(LateUpgrade, ShortConnectionStaysKernelTcp) {
+// A client connected to a forked EchoServer; the destructor closes the client and collects the
+// server's verdict into `server` (checked by the test after the pair is gone).
+struct EchoPair {
+  EchoPair() {
+    lfd = Listen(&port);
+    if (lfd < 0 || pipe(report) != 0) return;
+    server_pid = EchoServer(lfd, report[1]);
+    fd = Connect(port);
+  }
+  // Closes the client and collects the server's verdict.
+  Verdict Finish() {
+    san_close(fd);
+    fd = -1;
+    return Reap(server_pid, report[0]);
+  }
+  ~EchoPair() {
+    if (fd >= 0) san_close(fd);
+    san_close(lfd);
+    close(report[0]);
+    close(report[1]);
+  }
   uint16_t port = 0;
-  const int lfd = Listen(&port);
-  ASSERT_GE(lfd, 0);
-  int report[2];
-  ASSERT_EQ(pipe(report), 0);
-  const pid_t server = EchoServer(lfd, report[1]);
-  const int fd = Connect(port);
-  ASSERT_GE(fd, 0);
+  int lfd = -1;
+  int fd = -1;
+  int report[2] = {-1, -1};
+  pid_t server_pid = -1;
+};
+
+TEST(LateUpgrade, ShortConnectionStaysKernelTcp) {
+  EchoPair p;
+  ASSERT_GE(p.fd, 0);
   uint8_t out = 42, in = 0;
-  ASSERT_TRUE(SendAll(fd, &out, 1));
-  ASSERT_TRUE(RecvAll(fd, &in, 1));
+  ASSERT_TRUE(SendAll(p.fd, &out, 1));
+  ASSERT_TRUE(RecvAll(p.fd, &in, 1));
   EXPECT_EQ(in, out);
-  EXPECT_EQ(ModeOf(fd), SAN_MODE_TCP);
-  san_close(fd);
-  const Verdict v = Reap(server, report[0]);
+  EXPECT_EQ(ModeOf(p.fd), SAN_MODE_TCP);
+  const Verdict v = p.Finish();
   EXPECT_TRUE(v.intact);
   EXPECT_EQ(v.mode, SAN_MODE_TCP);
-  san_close(lfd);
-  close(report[0]);
-  close(report[1]);
 }
 
 // Echo of `total` bytes in `chunk`-byte steps, a pause of `pause_us` after each: the move to shm
 // happens somewhere in the middle.
 void EchoAcrossTheMove(size_t total, size_t chunk, int pause_us) {
-  uint16_t port = 0;
-  const int lfd = Listen(&port);
-  ASSERT_GE(lfd, 0);
-  int report[2];
-  ASSERT_EQ(pipe(report), 0);
-  const pid_t server = EchoServer(lfd, report[1]);
-  const int fd = Connect(port);
-  ASSERT_GE(fd, 0);
+  EchoPair p;
+  ASSERT_GE(p.fd, 0);
   std::vector<uint8_t> out(chunk), in(chunk);
   bool intact = true;
   for (size_t at = 0; at < total && intact; at += chunk) {
     for (size_t i = 0; i < chunk; ++i) out[i] = Pattern(at + i);
-    intact = SendAll(fd, out.data(), chunk) && RecvAll(fd, in.data(), chunk) && in == out;
+    intact = SendAll(p.fd, out.data(), chunk) && RecvAll(p.fd, in.data(), chunk) && in == out;
     if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
   }
   EXPECT_TRUE(intact);
-  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
-  san_close(fd);
-  const Verdict v = Reap(server, report[0]);
+  EXPECT_EQ(ModeOf(p.fd), SAN_MODE_SHM);
+  const Verdict v = p.Finish();
   EXPECT_TRUE(v.intact);
   EXPECT_EQ(v.mode, SAN_MODE_SHM);
-  san_close(lfd);
-  close(report[0]);
-  close(report[1]);
 }
 
 TEST(LateUpgrade, PingPongMovesToShmOnBothEnds) { EchoAcrossTheMove(400 * 100, 100, 200); }
@@ -219,33 +216,23 @@ TEST(LateUpgrade, OneWayBulkStreamAcrossTheMove) {
 // A reader asleep in a blocking recv when the peer moves: the peer's wake byte (or its data)
 // must wake it, and what follows comes over shm.
 TEST(LateUpgrade, BlockedReaderIsWokenWhenThePeerMoves) {
-  uint16_t port = 0;
-  const int lfd = Listen(&port);
-  ASSERT_GE(lfd, 0);
-  int report[2];
-  ASSERT_EQ(pipe(report), 0);
-  const pid_t server = EchoServer(lfd, report[1]);
-  const int fd = Connect(port);
-  ASSERT_GE(fd, 0);
+  EchoPair p;
+  ASSERT_GE(p.fd, 0);
   // Both ends past the delay with nothing sent: the server sleeps in recv.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   bool intact = true;
   for (int i = 0; i < 50 && intact; ++i) {
     uint8_t out[64], in[64];
     for (size_t k = 0; k < sizeof out; ++k) out[k] = Pattern(i * 64 + k);
-    intact = SendAll(fd, out, sizeof out) && RecvAll(fd, in, sizeof in) &&
+    intact = SendAll(p.fd, out, sizeof out) && RecvAll(p.fd, in, sizeof in) &&
              memcmp(in, out, sizeof in) == 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_TRUE(intact);
-  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
-  san_close(fd);
-  const Verdict v = Reap(server, report[0]);
+  EXPECT_EQ(ModeOf(p.fd), SAN_MODE_SHM);
+  const Verdict v = p.Finish();
   EXPECT_TRUE(v.intact);
   EXPECT_EQ(v.mode, SAN_MODE_SHM);
-  san_close(lfd);
-  close(report[0]);
-  close(report[1]);
 }
 
 // A peer that is not sanlib never opens its side: the connection stays kernel TCP, and nothing

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "support/inet.h"
+#include "support/san_loopback.h"
 
 #include "san/san.h"
 
@@ -28,17 +29,7 @@ namespace {
 using san::testing_support::Loopback;
 using san::testing_support::PortOf;
 
-int Listen(uint16_t* port) {
-  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
-  sockaddr_in a = Loopback(0);
-  if (san_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || san_listen(fd, 16) != 0) {
-    return -1;
-  }
-  socklen_t len = sizeof a;
-  san_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
+int Listen(uint16_t* port) { return san::testing_support::SanListenLoopback(port); }
 
 uint8_t Pattern(size_t i) { return static_cast<uint8_t>(i * 7 + (i >> 11)); }
 
@@ -91,11 +82,7 @@ int Exchange(int fd, size_t bytes) {
   return san_getinfo(fd, &info) == 0 ? info.mode : -1;
 }
 
-int ConnectSan(uint16_t port) {
-  const int fd = san_socket(AF_INET, SOCK_SAN, 0);
-  sockaddr_in a = Loopback(port);
-  return san_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? fd : -1;
-}
+int ConnectSan(uint16_t port) { return san::testing_support::SanConnectLoopback(port); }
 
 std::string ReadVerdicts(int report, size_t n) {
   std::string v;
@@ -107,61 +94,6 @@ std::string ReadVerdicts(int report, size_t n) {
     v += c;
   }
   return v;
-}
-
-TEST(Prefork, ChildrenAcceptingOnAnInheritedListenerGetTheClientsChannel) {
-  uint16_t port = 0;
-  const int lfd = Listen(&port);
-  ASSERT_GE(lfd, 0);
-  int report[2];
-  ASSERT_EQ(pipe(report), 0);
-  // A client that connected before the workers existed: its channel is filed with the owner.
-  const int early = ConnectSan(port);
-  ASSERT_GE(early, 0);
-  std::vector<pid_t> workers;
-  for (int i = 0; i < 2; ++i) {
-    const pid_t pid = fork();
-    if (pid == 0) Worker(lfd, report[1]);
-    ASSERT_GT(pid, 0);
-    workers.push_back(pid);
-  }
-  // The owner keeps the listener (and serves its rendezvous) but never accepts.
-  EXPECT_EQ(Exchange(early, 300000), SAN_MODE_SHM);
-  // The workers inherited this client end too, so (as with a kernel socket) close() alone would
-  // not end the connection while they hold it: shutdown does, for every holder.
-  ASSERT_EQ(san_shutdown(early, SHUT_WR), 0);
-  san_close(early);
-  constexpr int kClients = 6;
-  for (int i = 0; i < kClients; ++i) {
-    const int fd = ConnectSan(port);
-    ASSERT_GE(fd, 0);
-    EXPECT_EQ(Exchange(fd, 1 << 20), SAN_MODE_SHM) << "client " << i;
-    san_close(fd);
-  }
-  // A plain kernel client: TCP on both ends, bytes intact.
-  const int plain = socket(AF_INET, SOCK_STREAM, 0);
-  timeval bound{10, 0};  // a dead worker must fail the test, not hang it
-  ASSERT_EQ(setsockopt(plain, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound), 0);
-  sockaddr_in a = Loopback(port);
-  ASSERT_EQ(connect(plain, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  std::vector<uint8_t> out(100000), in(100000);
-  for (size_t i = 0; i < out.size(); ++i) out[i] = Pattern(i);
-  ASSERT_EQ(send(plain, out.data(), out.size(), 0), static_cast<ssize_t>(out.size()));
-  ASSERT_EQ(recv(plain, in.data(), in.size(), MSG_WAITALL), static_cast<ssize_t>(in.size()));
-  EXPECT_TRUE(in == out);
-  close(plain);
-
-  // Two workers report in whatever order they finish: compare as a multiset.
-  std::string verdicts = ReadVerdicts(report[0], kClients + 2);
-  std::sort(verdicts.begin(), verdicts.end());
-  EXPECT_EQ(verdicts, std::string(kClients + 1, 'S') + "T");
-  for (pid_t pid : workers) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
-  san_close(lfd);
-  close(report[0]);
-  close(report[1]);
 }
 
 // A plain kernel client: sends 100 kB of the pattern; true if all of it came back intact.
@@ -179,6 +111,65 @@ bool PlainExchange(uint16_t port) {
       in == out;
   close(plain);
   return ok;
+}
+
+// A listener, a SAN client that connected before any worker existed (its channel is filed with
+// this process, the owner), then two fork children accepting on the listener (Worker). The
+// destructor kills the workers.
+struct Group {
+  Group() {
+    lfd = Listen(&port);
+    if (lfd < 0 || pipe(report) != 0) return;
+    early = ConnectSan(port);
+    for (int i = 0; i < 2 && early >= 0; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) Worker(lfd, report[1]);
+      workers.push_back(pid);
+    }
+  }
+  bool ok() const { return lfd >= 0 && early >= 0 && workers.size() == 2; }
+  ~Group() {
+    for (pid_t pid : workers) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (lfd >= 0) san_close(lfd);
+    close(report[0]);
+    close(report[1]);
+  }
+  uint16_t port = 0;
+  int lfd = -1;
+  int early = -1;
+  int report[2] = {-1, -1};
+  std::vector<pid_t> workers;
+};
+
+TEST(Prefork, ChildrenAcceptingOnAnInheritedListenerGetTheClientsChannel) {
+  Group g;
+  ASSERT_TRUE(g.ok());
+  const uint16_t port = g.port;
+  const int early = g.early;
+  const int* report = g.report;
+  // The owner keeps the listener (and serves its rendezvous) but never accepts.
+  EXPECT_EQ(Exchange(early, 300000), SAN_MODE_SHM);
+  // The workers inherited this client end too, so (as with a kernel socket) close() alone would
+  // not end the connection while they hold it: shutdown does, for every holder.
+  ASSERT_EQ(san_shutdown(early, SHUT_WR), 0);
+  san_close(early);
+  constexpr int kClients = 6;
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ConnectSan(port);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(Exchange(fd, 1 << 20), SAN_MODE_SHM) << "client " << i;
+    san_close(fd);
+  }
+  // A plain kernel client: TCP on both ends, bytes intact.
+  EXPECT_TRUE(PlainExchange(port));
+
+  // Two workers report in whatever order they finish: compare as a multiset.
+  std::string verdicts = ReadVerdicts(report[0], kClients + 2);
+  std::sort(verdicts.begin(), verdicts.end());
+  EXPECT_EQ(verdicts, std::string(kClients + 1, 'S') + "T");
 }
 
 // The classic daemon start-up: the process that called listen() forks its workers and exits
@@ -244,22 +235,13 @@ TEST(Prefork, ListenerCreatorExitsLikeADaemon) {
 // its own workers: channels filed before the close are still handed over, later clients are
 // never reset, and a worker takes the rendezvous over.
 TEST(Prefork, CreatorClosesItsListenerAndBecomesAClient) {
-  uint16_t port = 0;
-  const int lfd = Listen(&port);
-  ASSERT_GE(lfd, 0);
-  int report[2];
-  ASSERT_EQ(pipe(report), 0);
-  // Filed with us (the owner) before the workers exist, accepted by a worker after our close.
-  const int early = ConnectSan(port);
-  ASSERT_GE(early, 0);
-  std::vector<pid_t> workers;
-  for (int i = 0; i < 2; ++i) {
-    const pid_t pid = fork();
-    if (pid == 0) Worker(lfd, report[1]);
-    ASSERT_GT(pid, 0);
-    workers.push_back(pid);
-  }
-  ASSERT_EQ(san_close(lfd), 0);
+  Group g;
+  ASSERT_TRUE(g.ok());
+  const uint16_t port = g.port;
+  const int early = g.early;  // filed with us before the workers existed, accepted after our close
+  const int* report = g.report;
+  ASSERT_EQ(san_close(g.lfd), 0);
+  g.lfd = -1;
   EXPECT_EQ(Exchange(early, 300000), SAN_MODE_SHM);
   ASSERT_EQ(san_shutdown(early, SHUT_WR), 0);
   san_close(early);
@@ -277,12 +259,6 @@ TEST(Prefork, CreatorClosesItsListenerAndBecomesAClient) {
   const std::string verdicts = ReadVerdicts(report[0], kClients + 2);
   EXPECT_EQ(verdicts.size(), static_cast<size_t>(kClients + 2));
   EXPECT_EQ(verdicts.find('E'), std::string::npos) << verdicts;
-  for (pid_t pid : workers) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
-  close(report[0]);
-  close(report[1]);
 }
 
 }  // namespace

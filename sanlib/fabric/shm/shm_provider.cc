@@ -85,22 +85,21 @@ bool ShmProvider::Reaches(const sockaddr* peer, socklen_t len) const {
 
 Result<std::unique_ptr<Listener>> ShmProvider::Listen(const sockaddr* addr, socklen_t len,
                                                       const EndpointAttr& attr) {
-  Status s = CheckAttr(attr);
-  if (!s.ok()) return s;
-  Result<std::string> key = AddressKey(addr, len);
-  if (!key.ok()) return key.status();
-  Result<std::unique_ptr<ShmListener>> l = ShmListener::Create(key.value(), attr, kMaxMtu);
-  if (!l.ok()) return l.status();
-  return std::unique_ptr<Listener>(std::move(l).value());
+  return OpenListener(addr, len, attr, false);
 }
 
 Result<std::unique_ptr<Listener>> ShmProvider::ListenProved(const sockaddr* addr, socklen_t len,
                                                             const EndpointAttr& attr) {
+  return OpenListener(addr, len, attr, true);
+}
+
+Result<std::unique_ptr<Listener>> ShmProvider::OpenListener(const sockaddr* addr, socklen_t len,
+                                                            const EndpointAttr& attr, bool proved) {
   Status s = CheckAttr(attr);
   if (!s.ok()) return s;
   Result<std::string> key = AddressKey(addr, len);
   if (!key.ok()) return key.status();
-  Result<std::unique_ptr<ShmListener>> l = ShmListener::Create(key.value(), attr, kMaxMtu, true);
+  Result<std::unique_ptr<ShmListener>> l = ShmListener::Create(key.value(), attr, kMaxMtu, proved);
   if (!l.ok()) return l.status();
   return std::unique_ptr<Listener>(std::move(l).value());
 }

@@ -40,6 +40,9 @@ class ShmProvider final : public Provider {
   Result<std::unique_ptr<Endpoint>> Import(EndpointImage image) override;
 
  private:
+  Result<std::unique_ptr<Listener>> OpenListener(const sockaddr* addr, socklen_t len,
+                                                 const EndpointAttr& attr, bool proved);
+
   bool single_copy_ = false;
   mutable std::mutex mu_;
   mutable std::vector<std::string> local_keys_;  // AddressKey with port 0 of every local address
