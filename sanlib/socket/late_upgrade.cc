@@ -30,8 +30,11 @@ constexpr uint32_t kMaxAttempts = 20;
 constexpr uint32_t kDoublings = 10;
 // A blocking read on a candidate sleeps at most this long between looks at the set-up.
 constexpr int kStepNapMs = 5;
-// How long a read woken only by the peer's wake byte looks for the stream's first bytes.
-constexpr uint64_t kAfterWakeNs = 200000;
+// How long a read woken only by the peer's wake byte waits for the stream's first bytes (the
+// peer switched in the middle of an exchange, and its next bytes wait for our WAKEUP), even if
+// the socket is nonblocking: once per connection, instead of an EAGAIN the program did not expect
+// after a readiness.
+constexpr uint64_t kAfterWakeNs = 5 * kMs;
 
 std::atomic<int> next_token{-2};
 
@@ -493,10 +496,10 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
     if (LateStep(s)) {
       if (total > 0) return static_cast<ssize_t>(total);
       // Woken by the wake byte alone: the peer switched and may hold bytes back only until our
-      // WAKEUP opened its window. A short look for them spares a program that took the wake-up
-      // for data (wrk reads once per readiness, and EAGAIN is an error there) a false alarm.
+      // WAKEUP opened its window. Waiting a little for them spares a program that took the
+      // wake-up for data a false alarm (wrk reads once per readiness; EAGAIN is an error there).
       const uint64_t until = NowNs() + kAfterWakeNs;
-      while (!s.stream->GetReadiness().readable && NowNs() < until) sched_yield();
+      while (!s.stream->GetReadiness().readable && NowNs() < until) SleepOnSocket(s, false, 1);
       return Switched();
     }
     if (nonblocking) {
