@@ -90,7 +90,7 @@ const std::vector<SettingInfo>& Settings() {
       {"SAN_SETUP", "eager",
        "eager|late: eager sets up a local connection's shm channel in connect(); late starts "
        "every connection on kernel TCP and moves it to shm once it has lived SAN_UPGRADE_DELAY_US"},
-      {"SAN_UPGRADE_DELAY_US", "2000",
+      {"SAN_UPGRADE_DELAY_US", "20000",
        "how long a local connection runs on kernel TCP before both ends move it to shm (late "
        "set-up, and connections the eager set-up could not equip)"},
       {"SAN_LOG", "warn", "error|warn|info|debug"},

@@ -46,7 +46,7 @@ struct Config {
   // connections cost what TCP costs). A connection the eager set-up could not equip (its
   // listener's owner gone, no rendezvous) is moved late in either mode.
   bool late_setup = false;
-  uint32_t upgrade_delay_us = 2000;
+  uint32_t upgrade_delay_us = 20000;
   LogLevel log_level = LogLevel::kWarn;
   // Compatibility layer: which sockets a preloaded program makes SAN-capable (compat/rules.h).
   std::string rules;       // SAN_RULES: rules separated by ';'
