@@ -88,6 +88,14 @@ Result<uint64_t> KernelBytesConsumed(int fd) {
       fd, SIOCINQ, [](const tcp_info& ti) { return ti.tcpi_bytes_received; }, -1);
 }
 
+// After the peer's wake byte alone woke a read: waits (bounded by kAfterWakeNs, doorbell sleeps)
+// for the stream's first bytes, even on a nonblocking socket -- once per connection, rather than
+// an EAGAIN that a program reading once per readiness takes for an error (wrk does).
+void AwaitFirstBytes(SanSocket& s) {
+  const uint64_t until = NowNs() + kAfterWakeNs;
+  while (!s.stream->GetReadiness().readable && NowNs() < until) SleepOnSocket(s, false, 1);
+}
+
 // Gives up on moving the connection (it stays kernel TCP). A stream already made is aborted, so
 // a peer that switched learns it at once (ECONNRESET) instead of waiting on a silent channel.
 void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
@@ -413,6 +421,18 @@ ssize_t LateKernelSendFile(SanSocket& s, int in_fd, off_t* offset, size_t count)
 
 namespace {
 
+// The read that returned data also took the peer's wake byte: switch now, not at the next call.
+// Nothing more comes on TCP, and the peer's next bytes wait for our WAKEUP: a program that goes
+// back to sleep in the kernel (epoll) on this socket would wait for nothing.
+void SwitchIfPeerDid(SanSocket& s) {
+  bool taken;
+  {
+    std::lock_guard<std::mutex> reading(s.late->in_mu);
+    taken = s.late->peer_wake_taken;
+  }
+  if (taken && s.mode.load(std::memory_order_acquire) != SocketMode::kShm) LateStep(s);
+}
+
 // Whether the peer may switch, and its wake byte arrive, before this end has switched: only at
 // the lower end, once its rendezvous is open (the upper end switches first).
 bool PeerMaySwitchFirst(const LateUpgrade& u) {
@@ -451,7 +471,10 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
   LateUpgrade& u = *s.late;
   const bool nonblocking = (flags & MSG_DONTWAIT) || s.nonblocking.load(std::memory_order_relaxed);
   if (!nonblocking) {
-    if (std::optional<ssize_t> n = BlockingRead(s, u, iov, iovcnt, flags)) return *n;
+    if (std::optional<ssize_t> n = BlockingRead(s, u, iov, iovcnt, flags)) {
+      SwitchIfPeerDid(s);
+      return *n;
+    }
   }
   const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nonblocking;
   size_t want = 0;
@@ -475,7 +498,10 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
     const int err = errno;
     if (n > 0) {
       total += static_cast<size_t>(n);
-      if (!waitall || total == want) return static_cast<ssize_t>(total);
+      if (!waitall || total == want) {
+        SwitchIfPeerDid(s);
+        return static_cast<ssize_t>(total);
+      }
       size_t skip = static_cast<size_t>(n);
       while (!rest.empty() && skip >= rest.front().iov_len) {
         skip -= rest.front().iov_len;
@@ -498,8 +524,7 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
       // Woken by the wake byte alone: the peer switched and may hold bytes back only until our
       // WAKEUP opened its window. Waiting a little for them spares a program that took the
       // wake-up for data a false alarm (wrk reads once per readiness; EAGAIN is an error there).
-      const uint64_t until = NowNs() + kAfterWakeNs;
-      while (!s.stream->GetReadiness().readable && NowNs() < until) SleepOnSocket(s, false, 1);
+      AwaitFirstBytes(s);
       return Switched();
     }
     if (nonblocking) {
@@ -538,20 +563,30 @@ bool InflowPending(SanSocket& s) {
 
 ssize_t InflowRecv(SanSocket& s, const iovec* iov, int iovcnt, bool peek) {
   LateUpgrade& u = *s.late;
-  std::lock_guard<std::mutex> reading(u.in_mu);
-  if (u.inflow_done.load()) return Switched();
-  bool eof = false;
-  const ssize_t n = ReadKernel(s, u, iov, iovcnt, peek ? MSG_PEEK : 0, &eof);
-  const int err = errno;
-  std::optional<uint64_t> end = s.stream->PeerTcpBytes();
-  if (TcpPartRead(u, end)) u.inflow_done.store(true, std::memory_order_release);
-  if (n > 0) return n;
-  // The peer closed its kernel socket without moving (it gave up, or died): everything it sent
-  // came that way, and this is its end, as the kernel socket says (here and in every later call).
-  if (eof) return 0;
-  if (n == 0 || (end && u.consumed >= *end)) return Switched();  // the stream's turn
-  errno = n < 0 ? err : EAGAIN;
-  return -1;
+  bool only_the_wake_byte = false;
+  {
+    std::lock_guard<std::mutex> reading(u.in_mu);
+    if (u.inflow_done.load()) return Switched();
+    bool eof = false;
+    const bool wake_before = u.peer_wake_taken;
+    const ssize_t n = ReadKernel(s, u, iov, iovcnt, peek ? MSG_PEEK : 0, &eof);
+    const int err = errno;
+    std::optional<uint64_t> end = s.stream->PeerTcpBytes();
+    if (TcpPartRead(u, end)) u.inflow_done.store(true, std::memory_order_release);
+    if (n > 0) return n;
+    // The peer closed its kernel socket without moving (it gave up, or died): everything it
+    // sent came that way, and this is its end, as the kernel socket says (here and later).
+    if (eof) return 0;
+    if (n < 0 && !(end && u.consumed >= *end)) {
+      errno = err;
+      return -1;
+    }
+    only_the_wake_byte = !wake_before && u.peer_wake_taken;
+  }
+  // The stream's turn. A read that found only the wake byte was woken by it: the program took
+  // the wake-up for data, and the peer's next bytes wait only for our WAKEUP (sent just now).
+  if (only_the_wake_byte && !peek) AwaitFirstBytes(s);
+  return Switched();
 }
 
 size_t LateReadable(SanSocket& s) {
