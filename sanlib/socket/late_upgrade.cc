@@ -34,7 +34,7 @@ constexpr int kStepNapMs = 5;
 // peer switched in the middle of an exchange, and its next bytes wait for our WAKEUP), even if
 // the socket is nonblocking: once per connection, instead of an EAGAIN the program did not expect
 // after a readiness.
-constexpr uint64_t kAfterWakeNs = 5 * kMs;
+constexpr uint64_t kAfterWakeNs = kMs / 2;
 
 std::atomic<int> next_token{-2};
 
@@ -88,12 +88,12 @@ Result<uint64_t> KernelBytesConsumed(int fd) {
       fd, SIOCINQ, [](const tcp_info& ti) { return ti.tcpi_bytes_received; }, -1);
 }
 
-// After the peer's wake byte alone woke a read: waits (bounded by kAfterWakeNs, doorbell sleeps)
+// After the peer's wake byte alone woke a read: waits (bounded by kAfterWakeNs, yielding the CPU)
 // for the stream's first bytes, even on a nonblocking socket -- once per connection, rather than
 // an EAGAIN that a program reading once per readiness takes for an error (wrk does).
 void AwaitFirstBytes(SanSocket& s) {
   const uint64_t until = NowNs() + kAfterWakeNs;
-  while (!s.stream->GetReadiness().readable && NowNs() < until) SleepOnSocket(s, false, 1);
+  while (!s.stream->GetReadiness().readable && NowNs() < until) sched_yield();
 }
 
 // Gives up on moving the connection (it stays kernel TCP). A stream already made is aborted, so

@@ -181,11 +181,18 @@ TEST(LateUpgrade, OneWayBulkStreamAcrossTheMove) {
     alarm(30);
     const int c = san_accept(lfd, nullptr, nullptr);
     std::vector<uint8_t> out(100000);
+    bool paused = false;
     for (size_t at = 0; at < kTotal;) {
       const size_t n = std::min(out.size(), kTotal - at);
       for (size_t i = 0; i < n; ++i) out[i] = Pattern(at + i);
       if (!SendAll(c, out.data(), n)) _exit(2);
       at += n;
+      if (!paused && at >= kTotal / 3) {
+        // A sender whose kernel send queue stays full defers its move (no room for the wake
+        // byte): one pause lets the queue drain, and the move happens as the stream resumes.
+        paused = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      }
     }
     // The receiver reports the end it saw by closing; our mode is the exit status.
     uint8_t byte;
