@@ -124,6 +124,9 @@ struct ConnectData {
   // who it is (the socket layer sends the kernel TCP socket the channel stands beside). Not
   // owned; the server side receives its own copy (Endpoint::TakeProof).
   int proof_fd = -1;
+  // How long Connect may wait for the listener's answer; 0: the provider's own bound (5 s for
+  // shm). A late upgrade waits little: its caller is an application's data call.
+  int timeout_ms = 0;
 };
 
 // A connected endpoint packed to move to another process of the same user (kCapTransferable): the

@@ -28,6 +28,9 @@ constexpr uint64_t kListenForNs = 10000 * kMs;
 // in all: the lower end opens its side at its first data call after the delay).
 constexpr uint32_t kMaxAttempts = 20;
 constexpr uint32_t kDoublings = 10;
+// How long the upper end's connect (inside one of the application's data calls) waits for the
+// lower end's connection thread to answer; past it the connection stays TCP.
+constexpr int kConnectWaitMs = 200;
 // A blocking read on a candidate sleeps at most this long between looks at the set-up.
 constexpr int kStepNapMs = 5;
 // How long a read woken only by the peer's wake byte waits for the stream's first bytes (the
@@ -151,7 +154,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       // Our kernel socket goes along as proof: the peer may be another user.
       Result<std::unique_ptr<proto::Stream>> r =
           ConnectStream(*u.provider, reinterpret_cast<const sockaddr*>(&where), sizeof where,
-                        u.tuple, s.fd.load());
+                        u.tuple, s.fd.load(), kConnectWaitMs);
       if (r.ok()) {
         u.stream = std::move(r).value();
         u.phase.store(LatePhase::kReady);

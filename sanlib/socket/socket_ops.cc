@@ -130,7 +130,8 @@ bool HoldsConnection(int fd, const sockaddr_storage& local, const sockaddr_stora
 
 Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
                                                      const sockaddr* rendezvous, socklen_t len,
-                                                     const proto::FourTuple& tuple, int proof_fd) {
+                                                     const proto::FourTuple& tuple, int proof_fd,
+                                                     int timeout_ms) {
   const proto::StreamParams params = Runtime::Get().StreamParamsFor(provider);
   Result<std::unique_ptr<fabric::Endpoint>> ep =
       provider.CreateEndpoint(proto::Stream::EndpointAttrFor(params));
@@ -140,6 +141,7 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
   if (!stream.ok()) return stream.status();
   fabric::ConnectData request = proto::EncodeConnectRequest(tuple);
   request.proof_fd = proof_fd;
+  request.timeout_ms = timeout_ms;
   Status st = stream.value()->endpoint().Connect(rendezvous, len, request);
   if (!st.ok()) return st;
   return stream;

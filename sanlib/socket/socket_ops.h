@@ -106,7 +106,7 @@ void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string rea
 Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
                                                      const sockaddr* rendezvous, socklen_t len,
                                                      const proto::FourTuple& tuple,
-                                                     int proof_fd = -1);
+                                                     int proof_fd = -1, int timeout_ms = 0);
 // Whether `fd` is a connected stream socket whose local and peer addresses are these (canonical):
 // the holder of fd holds that connection's end.
 bool HoldsConnection(int fd, const sockaddr_storage& local, const sockaddr_storage& peer);

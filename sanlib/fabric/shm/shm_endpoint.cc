@@ -361,7 +361,8 @@ Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const Connect
   if (!s.ok()) return s;
 
   // Bounded wait for the listener's verdict.
-  const uint64_t deadline = NowNs() + uint64_t{kConnectTimeoutMs} * 1000000;
+  const int wait_ms = data.timeout_ms > 0 ? data.timeout_ms : kConnectTimeoutMs;
+  const uint64_t deadline = NowNs() + uint64_t(wait_ms) * 1000000;
   for (;;) {
     const uint64_t now = NowNs();
     if (now >= deadline) return Status(ETIMEDOUT, "Connect: no reply from listener");
