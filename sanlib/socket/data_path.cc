@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "socket/drive.h"
+#include "socket/iov_remainder.h"
 #include "socket/kernel.h"
 
 namespace san {
@@ -16,41 +17,6 @@ namespace {
 // tcp_recvmsg ignore what does not apply to them (libmemcached and sockperf pass MSG_NOSIGNAL to
 // recv, for instance).
 constexpr int kRefusedSendFlags = MSG_OOB;  // urgent data
-
-// What is left of the application's iovec array during one call, advanced past the bytes taken:
-// a copy, kept inline for the usual handful of entries so the data path does not allocate.
-class IovRemainder {
- public:
-  IovRemainder(const iovec* iov, int count) : count_(count) {
-    if (count > kInline) {
-      heap_.assign(iov, iov + count);
-      data_ = heap_.data();
-    } else {
-      std::copy(iov, iov + count, inline_);
-      data_ = inline_;
-    }
-  }
-  IovRemainder(const IovRemainder&) = delete;
-  IovRemainder& operator=(const IovRemainder&) = delete;
-  const iovec* data() const { return data_ + first_; }
-  int count() const { return count_ - first_; }
-  // Skips n bytes; true when nothing is left.
-  bool Advance(size_t n) {
-    while (first_ < count_ && n >= data_[first_].iov_len) n -= data_[first_++].iov_len;
-    if (first_ == count_) return true;
-    data_[first_].iov_base = static_cast<char*>(data_[first_].iov_base) + n;
-    data_[first_].iov_len -= n;
-    return false;
-  }
-
- private:
-  static constexpr int kInline = 8;
-  iovec inline_[kInline];
-  std::vector<iovec> heap_;
-  iovec* data_ = nullptr;
-  int count_ = 0;
-  int first_ = 0;
-};
 
 // sendmsg/recvmsg of an iovec array on the kernel socket: sockets sanlib does not carry, and the
 // rest of a call whose connection continues over the kernel socket.

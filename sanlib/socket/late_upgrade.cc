@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/fnv1a.h"
 #include "common/log.h"
 #include "fabric/address.h"
 #include "socket/drive.h"
+#include "socket/iov_remainder.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
@@ -42,11 +44,9 @@ constexpr uint64_t kAfterWakeNs = kMs / 2;
 std::atomic<int> next_token{-2};
 
 uint64_t HashTuple(const proto::FourTuple& t) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over both addresses
+  uint64_t h = kFnv1aSeed;
   for (const sockaddr_storage* a : {&t.client, &t.server}) {
-    const auto* p = reinterpret_cast<const uint8_t*>(a);
-    const size_t n = a->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    h = Fnv1a(a, a->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6), h);
   }
   return h;
 }
@@ -113,6 +113,19 @@ void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   s.late_pending.store(false, std::memory_order_release);
 }
 
+// Which end we are (mu held): learned once, at the first step (a connection that never gets
+// there costs no getsockname).
+Status LearnRoles(SanSocket& s, LateUpgrade& u) {
+  if (u.roles_known) return Status::Ok();
+  Result<sockaddr_storage> local = LocalAddress(s.fd);
+  if (!local.ok()) return local.status();
+  u.lower = AddressLess(local.value(), u.peer);
+  u.tuple.client = u.lower ? u.peer : local.value();
+  u.tuple.server = u.lower ? local.value() : u.peer;
+  u.roles_known = true;
+  return Status::Ok();
+}
+
 // The set-up steps that are due (mu held).
 void Advance(SanSocket& s, LateUpgrade& u) {
   Runtime& rt = Runtime::Get();
@@ -120,11 +133,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
   switch (u.phase.load()) {
     case LatePhase::kWaiting: {
       if (now < u.next_ns) return;
-      Result<sockaddr_storage> local = LocalAddress(s.fd);
-      if (!local.ok()) return FailLocked(s, u, local.status().ToString());
-      u.lower = AddressLess(local.value(), u.peer);
-      u.tuple.client = u.lower ? u.peer : local.value();
-      u.tuple.server = u.lower ? local.value() : u.peer;
+      if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
       if (!u.lower) {
         u.phase.store(LatePhase::kConnecting);
         return Advance(s, u);
@@ -260,6 +269,19 @@ std::optional<uint64_t> PeerEnd(LateUpgrade& u, SanSocket& s) {
   return u.stream ? u.stream->PeerTcpBytes() : std::nullopt;
 }
 
+// Counts `n` bytes just read from the kernel socket, which began at u.consumed (in_mu held): if
+// they reach the peer's wake byte -- always the last byte on TCP -- it is counted, not returned.
+// Returns the bytes that are the caller's.
+ssize_t Account(LateUpgrade& u, ssize_t n, bool peek, const std::optional<uint64_t>& end) {
+  const uint64_t first = u.consumed;
+  if (!peek) u.consumed += static_cast<uint64_t>(n);
+  if (end && first + static_cast<uint64_t>(n) > *end) {
+    if (!peek) u.peer_wake_taken = true;
+    n = static_cast<ssize_t>(*end - first);
+  }
+  return n;
+}
+
 // One nonblocking read from the kernel socket (in_mu held): at most up to and including the
 // peer's wake byte, which is counted but not returned. Returns bytes for the caller, -1 with
 // errno, 0 for the kernel's EOF (*eof set) or when only the wake byte came.
@@ -285,14 +307,7 @@ ssize_t ReadKernel(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt, i
   if (n == 0) *eof = true;
   if (n <= 0) return n;
   if (!end) end = PeerEnd(u, s);  // the wake byte may be what woke us
-  const uint64_t first = u.consumed;
-  if (!peek) u.consumed += static_cast<uint64_t>(n);
-  if (end && first + static_cast<uint64_t>(n) > *end) {
-    // The read reached the wake byte: the last byte (nothing follows it on TCP).
-    if (!peek) u.peer_wake_taken = true;
-    n = static_cast<ssize_t>(*end - first);
-  }
-  return n;
+  return Account(u, n, peek, end);
 }
 
 // Whether the peer's TCP part is all read (in_mu held): up to its count, and the wake byte at
@@ -341,9 +356,8 @@ void OpenLateSide(SanSocket& s) {
   LateUpgrade& u = *s.late;
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
   if (!lock.owns_lock() || u.phase.load() != LatePhase::kWaiting) return;
-  Result<sockaddr_storage> local = LocalAddress(s.fd);
   // Only the lower end's step happens here: the upper end's connect waits for the peer.
-  if (local.ok() && AddressLess(local.value(), u.peer)) Advance(s, u);
+  if (LearnRoles(s, u).ok() && u.lower) Advance(s, u);
 }
 
 bool FinishLateUpgrade(SanSocket& s) {
@@ -392,8 +406,6 @@ bool EnterKernel(SanSocket& s) {
   }
 }
 
-void LeaveKernel(SanSocket& s) { s.late->io.fetch_sub(1); }
-
 ssize_t Switched() {
   errno = kLateSwitched;
   return -1;
@@ -401,25 +413,32 @@ ssize_t Switched() {
 
 }  // namespace
 
-ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
+namespace {
+
+// A kernel send of a candidate, counted in `io` so no switch straddles it.
+template <typename Call>
+ssize_t CountedKernelCall(SanSocket& s, Call call) {
   if (!EnterKernel(s)) return Switched();
-  msghdr m{};
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = static_cast<size_t>(iovcnt);
-  const ssize_t n = kernel::sendmsg(s.fd, &m, flags);
+  const ssize_t n = call();
   const int err = errno;
-  LeaveKernel(s);
+  s.late->io.fetch_sub(1);
   errno = err;
   return n;
 }
 
+}  // namespace
+
+ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
+  return CountedKernelCall(s, [&] {
+    msghdr m{};
+    m.msg_iov = const_cast<iovec*>(iov);
+    m.msg_iovlen = static_cast<size_t>(iovcnt);
+    return kernel::sendmsg(s.fd, &m, flags);
+  });
+}
+
 ssize_t LateKernelSendFile(SanSocket& s, int in_fd, off_t* offset, size_t count) {
-  if (!EnterKernel(s)) return Switched();
-  const ssize_t n = kernel::sendfile(s.fd, in_fd, offset, count);
-  const int err = errno;
-  LeaveKernel(s);
-  errno = err;
-  return n;
+  return CountedKernelCall(s, [&] { return kernel::sendfile(s.fd, in_fd, offset, count); });
 }
 
 namespace {
@@ -455,16 +474,10 @@ std::optional<ssize_t> BlockingRead(SanSocket& s, LateUpgrade& u, const iovec* i
   msghdr m{};
   m.msg_iov = const_cast<iovec*>(iov);
   m.msg_iovlen = static_cast<size_t>(iovcnt);
-  ssize_t n = kernel::recvmsg(s.fd, &m, flags);
-  if (n <= 0) return n;
-  const uint64_t first = u.consumed;
-  if (!(flags & MSG_PEEK)) u.consumed += static_cast<uint64_t>(n);
-  std::optional<uint64_t> end = PeerEnd(u, s);
-  if (end && first + static_cast<uint64_t>(n) > *end) {
-    if (!(flags & MSG_PEEK)) u.peer_wake_taken = true;
-    n = static_cast<ssize_t>(*end - first);
-    if (n == 0) return std::nullopt;  // only the wake byte: go on as the peer switched
-  }
+  const ssize_t got = kernel::recvmsg(s.fd, &m, flags);
+  if (got <= 0) return got;
+  const ssize_t n = Account(u, got, flags & MSG_PEEK, PeerEnd(u, s));
+  if (n == 0) return std::nullopt;  // only the wake byte: go on as the peer switched
   return n;
 }
 
@@ -480,9 +493,7 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
     }
   }
   const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nonblocking;
-  size_t want = 0;
-  for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
-  std::vector<iovec> rest(iov, iov + iovcnt);
+  IovRemainder rest(iov, iovcnt);
   size_t total = 0;
   CallDeadline deadline;
   // Never asleep inside the kernel's recv: the peer's switch must find us (the wake byte makes
@@ -496,23 +507,14 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
         if (total > 0) return static_cast<ssize_t>(total);
         return Switched();
       }
-      n = ReadKernel(s, u, rest.data(), static_cast<int>(rest.size()), flags, &eof);
+      n = ReadKernel(s, u, rest.data(), rest.count(), flags, &eof);
     }
     const int err = errno;
     if (n > 0) {
       total += static_cast<size_t>(n);
-      if (!waitall || total == want) {
+      if (rest.Advance(static_cast<size_t>(n)) || !waitall) {
         SwitchIfPeerDid(s);
         return static_cast<ssize_t>(total);
-      }
-      size_t skip = static_cast<size_t>(n);
-      while (!rest.empty() && skip >= rest.front().iov_len) {
-        skip -= rest.front().iov_len;
-        rest.erase(rest.begin());
-      }
-      if (!rest.empty()) {
-        rest.front().iov_base = static_cast<char*>(rest.front().iov_base) + skip;
-        rest.front().iov_len -= skip;
       }
       continue;
     }
@@ -613,12 +615,12 @@ short InflowRevents(SanSocket& s) {
     std::lock_guard<std::mutex> reading(u.in_mu);
     std::optional<uint64_t> end = s.stream->PeerTcpBytes();
     if (end && u.consumed >= *end) {
-      // Only the wake byte can be left: take it now rather than report it as data.
-      char wake;
-      if (u.lower && !u.peer_wake_taken && kernel::recv(s.fd, &wake, 1, MSG_DONTWAIT) == 1) {
-        ++u.consumed;
-        u.peer_wake_taken = true;
-      }
+      // Only the wake byte can be left: take it now rather than report it as data (ReadKernel
+      // reads nothing else past the peer's count).
+      char unused;
+      const iovec one{&unused, 1};
+      bool eof = false;
+      ReadKernel(s, u, &one, 1, 0, &eof);
       if (TcpPartRead(u, end)) u.inflow_done.store(true, std::memory_order_release);
       return 0;  // the stream's readiness tells the rest
     }

@@ -70,6 +70,7 @@ struct LateUpgrade {
   const bool active;            // this end called connect() (its TCP_INFO counts the SYN as acked)
   const sockaddr_storage peer;  // canonical
   // Set by the first step (a connection that never gets there costs no getsockname):
+  bool roles_known = false;
   bool lower = false;      // this end listens on the private rendezvous
   proto::FourTuple tuple;  // client = the upper end, server = the lower end
   uint64_t next_ns;        // the next step's time

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/fnv1a.h"
 #include "common/log.h"
 #include "proto/upgrade_wire.h"
 #include "proto/wire.h"
@@ -51,9 +52,7 @@ uint64_t BootIdHash() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;
   std::getline(in, id);
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (char c : id) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
-  return h;
+  return Fnv1a(id.data(), id.size());
 }
 
 proto::UpgradeHello OwnHello(bool shm_usable) {
