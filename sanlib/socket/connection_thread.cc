@@ -5,6 +5,7 @@
 #include "common/fd_placement.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -44,6 +45,11 @@ Status ConnectionThread::StartThreadLocked() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) return Status(rc, "pthread_create");
   running_ = true;
+  // Until the thread holds step_mu_, QuiesceForFork cannot tell that it is still starting up
+  // (allocating): wait for it, bounded (a new thread runs within microseconds).
+  for (int i = 0; i < 100000 && !stepping_ready_.load(std::memory_order_acquire); ++i) {
+    sched_yield();
+  }
   return Status::Ok();
 }
 
@@ -211,7 +217,24 @@ size_t ConnectionThread::pending_count() {
   return pending_.size();
 }
 
+void ConnectionThread::QuiesceForFork() {
+  // Bounded: a fork must never wait on us for long (a step is microseconds; a step stuck on a
+  // lock the forking program holds would otherwise deadlock it). Past the bound we fork anyway.
+  constexpr auto kQuiesce = std::chrono::milliseconds(100);
+  quiesced_ = step_mu_.try_lock_for(kQuiesce);
+}
+
+void ConnectionThread::AfterForkParent() {
+  mu_.unlock();
+  if (quiesced_) step_mu_.unlock();
+  quiesced_ = false;
+}
+
 void ConnectionThread::AfterForkChild() {
+  // A fresh lock, whoever held it in the parent: the child has no thread of ours yet.
+  new (&step_mu_) std::timed_mutex();
+  quiesced_ = false;
+  stepping_ready_.store(false, std::memory_order_relaxed);
   // Only the forking thread exists in the child. The parent's thread keeps serving the shared
   // rendezvous sockets; the child must not compete with it for requests.
   running_ = false;
@@ -256,6 +279,8 @@ void* ConnectionThread::Main(void* self) {
 void ConnectionThread::Run() {
   std::vector<pollfd> fds;
   std::vector<const fabric::Listener*> owners;  // identity only: looked up again under the lock
+  std::unique_lock<std::timed_mutex> stepping(step_mu_);
+  stepping_ready_.store(true, std::memory_order_release);
   Status st = service_.Open();
   if (!st.ok()) SAN_LOG_INFO("control socket unavailable: %s", st.ToString().c_str());
   for (;;) {
@@ -292,7 +317,9 @@ void ConnectionThread::Run() {
             due <= now ? 0 : static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 1000));
       }
     }
+    stepping.unlock();  // a fork may happen while we sleep, not in the middle of a step
     int n = poll(fds.data(), fds.size(), timeout_ms);
+    stepping.lock();
     if (n < 0 && errno != EINTR) {
       SAN_LOG_ERROR("connection thread: poll: %s", strerror(errno));
       return;

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -82,9 +83,14 @@ class ConnectionThread {
   // the lower end, so that the move does not wait for the application's next call there.
   void ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns);
 
-  // pthread_atfork hooks (the lock must not be held across fork).
+  // pthread_atfork hooks (the lock must not be held across fork). QuiesceForFork runs first of
+  // all the runtime's: it waits (at most kQuiesceMs) until the thread is between its steps, asleep
+  // in poll(), so that the child finds no lock the thread held mid-step. Not only ours: GCC 12's
+  // libasan does not take its allocator's locks across fork(), and a child whose own connection
+  // thread then allocates waits forever on a lock held by the parent's thread at the fork.
+  void QuiesceForFork();
   void BeforeFork() { mu_.lock(); }
-  void AfterForkParent() { mu_.unlock(); }
+  void AfterForkParent();
   void AfterForkChild();
 
  private:
@@ -130,6 +136,10 @@ class ConnectionThread {
   Status StartThreadLocked();
 
   SocketTable& table_;
+  // Held by the thread while it works, released while it sleeps in poll() (see QuiesceForFork).
+  std::timed_mutex step_mu_;
+  bool quiesced_ = false;  // QuiesceForFork holds step_mu_ (the forking thread's alone)
+  std::atomic<bool> stepping_ready_{false};  // the thread holds step_mu_: its start-up is over
   ControlService service_;  // touched by the thread only, once running
   std::mutex mu_;
   std::condition_variable settled_;  // a settling entry finished (mu_)

@@ -42,6 +42,7 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
   pthread_atfork(
       [] {
         Runtime& rt = Get();
+        rt.connections_.QuiesceForFork();  // first: a step of its thread may take the others
         rt.table_.BeforeFork();
         rt.connections_.BeforeFork();
         rt.closer_.BeforeFork();
