@@ -47,7 +47,10 @@ TEST(SocketBasic, ShmStreamBothWaysAndEof) {
   ASSERT_EQ(pipe(port_pipe), 0);
   pid_t child = fork();
   if (child == 0) {
-    // Child: echo server on its own listener. Exit code says what went wrong.
+    // Child: echo server on its own listener. Exit code says what went wrong. Bounded: if the
+    // parent fails early (no ephemeral port left, say), the child must not outlive the test and
+    // hold ctest's output pipe open.
+    alarm(60);
     uint16_t p = 0;
     const int lfd = Listener(&p);
     if (lfd < 0 || write(port_pipe[1], &p, sizeof p) != sizeof p) _exit(1);
@@ -71,10 +74,19 @@ TEST(SocketBasic, ShmStreamBothWaysAndEof) {
     san_close(c);
     _exit(0);
   }
+  close(port_pipe[1]);  // a child that fails before writing is EOF here, not a wait forever
   uint16_t port = 0;
-  ASSERT_EQ(read(port_pipe[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
-  const int fd = ConnectTo(port);
-  ASSERT_GE(fd, 0);
+  const ssize_t got_port = read(port_pipe[0], &port, sizeof port);
+  close(port_pipe[0]);
+  const int fd = got_port == sizeof port ? ConnectTo(port) : -1;
+  if (fd < 0) {
+    const int err = errno;
+    kill(child, SIGKILL);
+    int st = 0;
+    waitpid(child, &st, 0);
+    FAIL() << (got_port == sizeof port ? "connect: " : "child's listener: ") << strerror(err)
+           << " (child status " << st << ")";
+  }
   san_info info;
   ASSERT_EQ(san_getinfo(fd, &info), 0);
   EXPECT_EQ(info.mode, SAN_MODE_SHM) << info.fallback;

@@ -196,6 +196,7 @@ TEST(Prefork, ListenerCreatorExitsLikeADaemon) {
     }
     _exit(0);  // the workers carry on without their listener's creator
   }
+  close(port_pipe[1]);  // a launcher that fails before writing is EOF here, not a wait forever
   uint16_t port = 0;
   pid_t workers[2] = {0, 0};
   ASSERT_EQ(read(port_pipe[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
@@ -228,7 +229,6 @@ TEST(Prefork, ListenerCreatorExitsLikeADaemon) {
   close(report[0]);
   close(report[1]);
   close(port_pipe[0]);
-  close(port_pipe[1]);
 }
 
 // A prefork creator that closes its copy of the listener after forking and becomes a client of
