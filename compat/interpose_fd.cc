@@ -8,11 +8,13 @@
 #include <sys/ioctl.h>
 
 #include "compat/epoll_set.h"
+#include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
 #include "socket/kernel.h"
 #include "socket/socket_ops.h"
 
+using san::compat::KeepErrno;
 using san::compat::Managed;
 using san::compat::ManagedData;
 using san::compat::ManagedShm;
@@ -56,27 +58,33 @@ int FcntlCommon(int (*real)(int, int, ...), int fd, int cmd, void* arg) {
 extern "C" {
 
 int dup(int fd) {
-  const int copy = Real().dup(fd);
-  if (copy >= 0 && Managed(fd)) san::NoteDuplicate(fd, copy);
-  return copy;
+  return KeepErrno([&]() -> int {
+    const int copy = Real().dup(fd);
+    if (copy >= 0 && Managed(fd)) san::NoteDuplicate(fd, copy);
+    return copy;
+  });
 }
 
 int dup2(int fd, int target) {
-  if (fd == target || (!Managed(fd) && !Managed(target))) {
-    const int r = Real().dup2(fd, target);
-    if (r >= 0 && fd != target) san::compat::EpollSet::Forget(target);
-    return r;
-  }
-  return Duplicate(fd, target, 0, false);
+  return KeepErrno([&]() -> int {
+    if (fd == target || (!Managed(fd) && !Managed(target))) {
+      const int r = Real().dup2(fd, target);
+      if (r >= 0 && fd != target) san::compat::EpollSet::Forget(target);
+      return r;
+    }
+    return Duplicate(fd, target, 0, false);
+  });
 }
 
 int dup3(int fd, int target, int flags) {
-  if (fd == target || (!Managed(fd) && !Managed(target))) {
-    const int r = Real().dup3(fd, target, flags);
-    if (r >= 0) san::compat::EpollSet::Forget(target);
-    return r;
-  }
-  return Duplicate(fd, target, flags, true);
+  return KeepErrno([&]() -> int {
+    if (fd == target || (!Managed(fd) && !Managed(target))) {
+      const int r = Real().dup3(fd, target, flags);
+      if (r >= 0) san::compat::EpollSet::Forget(target);
+      return r;
+    }
+    return Duplicate(fd, target, flags, true);
+  });
 }
 
 // Every fcntl argument is an int, a pointer or nothing: all fit in one pointer-sized register.
@@ -85,7 +93,7 @@ int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   void* arg = va_arg(ap, void*);
   va_end(ap);
-  return FcntlCommon(Real().fcntl, fd, cmd, arg);
+  return KeepErrno([&] { return FcntlCommon(Real().fcntl, fd, cmd, arg); });
 }
 
 int fcntl64(int fd, int cmd, ...) {
@@ -93,14 +101,16 @@ int fcntl64(int fd, int cmd, ...) {
   va_start(ap, cmd);
   void* arg = va_arg(ap, void*);
   va_end(ap);
-  return FcntlCommon(Real().fcntl64 ? Real().fcntl64 : Real().fcntl, fd, cmd, arg);
+  return KeepErrno(
+      [&] { return FcntlCommon(Real().fcntl64 ? Real().fcntl64 : Real().fcntl, fd, cmd, arg); });
 }
 
-int ioctl(int fd, unsigned long request, ...) {
-  va_list ap;
-  va_start(ap, request);
-  void* arg = va_arg(ap, void*);
-  va_end(ap);
+}  // extern "C"
+
+namespace {
+
+// ioctl on a managed socket: FIONREAD counts SAN bytes, FIONBIO reaches the SAN path.
+int Ioctl(int fd, unsigned long request, void* arg) {
   if (request == FIONREAD && arg) {
     // A kernel-TCP connection that may still move to shm, or one whose peer's TCP bytes are
     // still being read (socket/late_upgrade.h): its wake byte is not data.
@@ -134,6 +144,18 @@ int ioctl(int fd, unsigned long request, ...) {
   const int rc = Real().ioctl(fd, request, arg);  // the kernel socket's flag: F_GETFL reads it
   if (rc == 0) s->nonblocking.store(*static_cast<int*>(arg) != 0);
   return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+int ioctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return KeepErrno([&] { return Ioctl(fd, request, arg); });
 }
 
 }  // extern "C"

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
 #include "socket/socket_ops.h"
 
+using san::compat::KeepErrno;
 using san::compat::ManagedShm;
 using san::compat::Real;
 
@@ -101,63 +103,77 @@ int SelectOverPoll(int nfds, fd_set* r, fd_set* w, fd_set* e, int timeout_ms,
 extern "C" {
 
 int poll(pollfd* fds, nfds_t nfds, int timeout_ms) {
-  if (!AnySan(fds, nfds)) return Real().poll(fds, nfds, timeout_ms);
-  return san::Poll(fds, nfds, timeout_ms);
+  return KeepErrno([&]() -> int {
+    if (!AnySan(fds, nfds)) return Real().poll(fds, nfds, timeout_ms);
+    return san::Poll(fds, nfds, timeout_ms);
+  });
 }
 
 int __poll_chk(pollfd* fds, nfds_t nfds, int timeout_ms, size_t fds_len) {
-  if (fds_len / sizeof(pollfd) < nfds) __chk_fail();
-  return poll(fds, nfds, timeout_ms);
+  return KeepErrno([&]() -> int {
+    if (fds_len / sizeof(pollfd) < nfds) __chk_fail();
+    return poll(fds, nfds, timeout_ms);
+  });
 }
 
 int ppoll(pollfd* fds, nfds_t nfds, const timespec* timeout, const sigset_t* sigmask) {
-  if (!AnySan(fds, nfds)) return Real().ppoll(fds, nfds, timeout, sigmask);
-  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
-    errno = EINVAL;
-    return -1;
-  }
-  return san::Poll(fds, nfds, TimeoutMs(timeout), sigmask);
+  return KeepErrno([&]() -> int {
+    if (!AnySan(fds, nfds)) return Real().ppoll(fds, nfds, timeout, sigmask);
+    if (timeout &&
+        (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
+      errno = EINVAL;
+      return -1;
+    }
+    return san::Poll(fds, nfds, TimeoutMs(timeout), sigmask);
+  });
 }
 
 int __ppoll_chk(pollfd* fds, nfds_t nfds, const timespec* timeout, const sigset_t* sigmask,
                 size_t fds_len) {
-  if (fds_len / sizeof(pollfd) < nfds) __chk_fail();
-  return ppoll(fds, nfds, timeout, sigmask);
+  return KeepErrno([&]() -> int {
+    if (fds_len / sizeof(pollfd) < nfds) __chk_fail();
+    return ppoll(fds, nfds, timeout, sigmask);
+  });
 }
 
 int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
-  if (!AnySanIn(nfds, r, w, e)) return Real().select(nfds, r, w, e, timeout);
-  if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)) {
-    errno = EINVAL;
-    return -1;
-  }
-  int ms = -1;
-  if (timeout) {
-    const long long total = timeout->tv_sec * 1000LL + (timeout->tv_usec + 999) / 1000;
-    ms = total > INT_MAX ? INT_MAX : static_cast<int>(total);
-  }
-  const uint64_t start = san::NowNs();
-  const int rc = SelectOverPoll(nfds, r, w, e, ms, nullptr);
-  if (timeout) {
-    // Linux writes back the time not slept.
-    const uint64_t spent_us = (san::NowNs() - start) / 1000;
-    const uint64_t asked_us =
-        static_cast<uint64_t>(timeout->tv_sec) * 1000000 + static_cast<uint64_t>(timeout->tv_usec);
-    const uint64_t left = spent_us >= asked_us ? 0 : asked_us - spent_us;
-    timeout->tv_sec = static_cast<time_t>(left / 1000000);
-    timeout->tv_usec = static_cast<suseconds_t>(left % 1000000);
-  }
-  return rc;
+  return KeepErrno([&]() -> int {
+    if (!AnySanIn(nfds, r, w, e)) return Real().select(nfds, r, w, e, timeout);
+    if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)) {
+      errno = EINVAL;
+      return -1;
+    }
+    int ms = -1;
+    if (timeout) {
+      const long long total = timeout->tv_sec * 1000LL + (timeout->tv_usec + 999) / 1000;
+      ms = total > INT_MAX ? INT_MAX : static_cast<int>(total);
+    }
+    const uint64_t start = san::NowNs();
+    const int rc = SelectOverPoll(nfds, r, w, e, ms, nullptr);
+    if (timeout) {
+      // Linux writes back the time not slept.
+      const uint64_t spent_us = (san::NowNs() - start) / 1000;
+      const uint64_t asked_us = static_cast<uint64_t>(timeout->tv_sec) * 1000000 +
+                                static_cast<uint64_t>(timeout->tv_usec);
+      const uint64_t left = spent_us >= asked_us ? 0 : asked_us - spent_us;
+      timeout->tv_sec = static_cast<time_t>(left / 1000000);
+      timeout->tv_usec = static_cast<suseconds_t>(left % 1000000);
+    }
+    return rc;
+  });
 }
 
 int pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout,
             const sigset_t* sigmask) {
-  if (!AnySanIn(nfds, r, w, e)) return Real().pselect(nfds, r, w, e, timeout, sigmask);
-  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
-    errno = EINVAL;
-    return -1;
-  }
-  return SelectOverPoll(nfds, r, w, e, TimeoutMs(timeout), sigmask);
+  return KeepErrno([&]() -> int {
+    if (!AnySanIn(nfds, r, w, e)) return Real().pselect(nfds, r, w, e, timeout, sigmask);
+    if (timeout &&
+        (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
+      errno = EINVAL;
+      return -1;
+    }
+    return SelectOverPoll(nfds, r, w, e, TimeoutMs(timeout), sigmask);
+  });
 }
 
 }  // extern "C"

@@ -4,6 +4,7 @@
 #include <errno.h>
 
 #include "compat/epoll_set.h"
+#include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/policy.h"
 #include "compat/real_calls.h"
@@ -11,6 +12,7 @@
 #include "socket/rendezvous_owner.h"
 #include "socket/socket_ops.h"
 
+using san::compat::KeepErrno;
 using san::compat::Managed;
 using san::compat::Policy;
 using san::compat::Real;
@@ -18,24 +20,28 @@ using san::compat::Real;
 extern "C" {
 
 int socket(int domain, int type, int protocol) {
-  if (!Policy::Get().AdmitSocket(domain, type, protocol)) {
-    return Real().socket(domain, type, protocol);
-  }
-  return san::SocketCreate(domain, type, protocol);
+  return KeepErrno([&]() -> int {
+    if (!Policy::Get().AdmitSocket(domain, type, protocol)) {
+      return Real().socket(domain, type, protocol);
+    }
+    return san::SocketCreate(domain, type, protocol);
+  });
 }
 
 int listen(int fd, int backlog) {
-  san::SanSocket* s = Managed(fd);
-  if (!s) return Real().listen(fd, backlog);
-  sockaddr_storage local{};
-  socklen_t len = sizeof local;
-  if (!s->listening.load() &&
-      san::kernel::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-      !Policy::Get().AdmitAddress(reinterpret_cast<sockaddr*>(&local), len)) {
-    san::Release(fd);  // a rule says this port stays plain: sanlib lets go of it
-    return Real().listen(fd, backlog);
-  }
-  return san::Listen(fd, backlog);
+  return KeepErrno([&]() -> int {
+    san::SanSocket* s = Managed(fd);
+    if (!s) return Real().listen(fd, backlog);
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (!s->listening.load() &&
+        san::kernel::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        !Policy::Get().AdmitAddress(reinterpret_cast<sockaddr*>(&local), len)) {
+      san::Release(fd);  // a rule says this port stays plain: sanlib lets go of it
+      return Real().listen(fd, backlog);
+    }
+    return san::Listen(fd, backlog);
+  });
 }
 
 namespace {
@@ -58,45 +64,59 @@ bool AdoptedListener(int fd) {
 }  // namespace
 
 int accept(int fd, sockaddr* addr, socklen_t* len) {
-  if (!Managed(fd) && !AdoptedListener(fd)) return Real().accept(fd, addr, len);
-  return san::Accept(fd, addr, len, 0);
+  return KeepErrno([&]() -> int {
+    if (!Managed(fd) && !AdoptedListener(fd)) return Real().accept(fd, addr, len);
+    return san::Accept(fd, addr, len, 0);
+  });
 }
 
 int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
-  if (!Managed(fd) && !AdoptedListener(fd)) return Real().accept4(fd, addr, len, flags);
-  return san::Accept(fd, addr, len, flags);
+  return KeepErrno([&]() -> int {
+    if (!Managed(fd) && !AdoptedListener(fd)) return Real().accept4(fd, addr, len, flags);
+    return san::Accept(fd, addr, len, flags);
+  });
 }
 
 int connect(int fd, const sockaddr* addr, socklen_t len) {
-  san::SanSocket* s = Managed(fd);
-  if (!s) return Real().connect(fd, addr, len);
-  if (s->mode.load() == san::SocketMode::kUnconnected && !s->listening.load() && addr &&
-      !Policy::Get().AdmitAddress(addr, len)) {
-    san::Release(fd);
-    return Real().connect(fd, addr, len);
-  }
-  return san::Connect(fd, addr, len);
+  return KeepErrno([&]() -> int {
+    san::SanSocket* s = Managed(fd);
+    if (!s) return Real().connect(fd, addr, len);
+    if (s->mode.load() == san::SocketMode::kUnconnected && !s->listening.load() && addr &&
+        !Policy::Get().AdmitAddress(addr, len)) {
+      san::Release(fd);
+      return Real().connect(fd, addr, len);
+    }
+    return san::Connect(fd, addr, len);
+  });
 }
 
 int shutdown(int fd, int how) {
-  if (!Managed(fd)) return Real().shutdown(fd, how);
-  return san::Shutdown(fd, how);
+  return KeepErrno([&]() -> int {
+    if (!Managed(fd)) return Real().shutdown(fd, how);
+    return san::Shutdown(fd, how);
+  });
 }
 
 int close(int fd) {
-  if (Managed(fd)) return san::Close(fd);
-  san::compat::EpollSet::Forget(fd);
-  return Real().close(fd);
+  return KeepErrno([&]() -> int {
+    if (Managed(fd)) return san::Close(fd);
+    san::compat::EpollSet::Forget(fd);
+    return Real().close(fd);
+  });
 }
 
 int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
-  if (!Managed(fd)) return Real().getsockopt(fd, level, name, value, len);
-  return san::GetSockOpt(fd, level, name, value, len);
+  return KeepErrno([&]() -> int {
+    if (!Managed(fd)) return Real().getsockopt(fd, level, name, value, len);
+    return san::GetSockOpt(fd, level, name, value, len);
+  });
 }
 
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
-  if (!Managed(fd)) return Real().setsockopt(fd, level, name, value, len);
-  return san::SetSockOpt(fd, level, name, value, len);
+  return KeepErrno([&]() -> int {
+    if (!Managed(fd)) return Real().setsockopt(fd, level, name, value, len);
+    return san::SetSockOpt(fd, level, name, value, len);
+  });
 }
 
 }  // extern "C"

@@ -14,6 +14,9 @@
 
 #include "compat/program.h"
 
+#ifndef SAN_TEST_PROGRAMS
+#error "SAN_TEST_PROGRAMS (tests/compat/programs) must be defined by the build"
+#endif
 #ifndef SAN_SANRUN
 #error "SAN_SANRUN (the sanrun binary) must be defined by the build"
 #endif
@@ -120,6 +123,26 @@ TEST_P(Transparency, PythonHttpServerAndCurl) {
   ASSERT_EQ(client->Wait(30000), 0) << client->Log();
   EXPECT_TRUE(Contents(file) == Contents(out)) << "download differs";
   ExpectAccelerated("curl", 1);
+  server->Stop(SIGINT, 10000);
+}
+
+// Debian's python3-grpcio on both ends, its default poller (epoll): gRPC reads errno after a
+// nonblocking connect() and the epoll_ctl() that follows, so an interposed call that changes errno
+// when it succeeds fails every channel (it did: the channel never became ready).
+TEST_P(Transparency, PythonGrpcioEchoOnItsDefaultPoller) {
+  REQUIRE_TOOLS("/usr/bin/python3");
+  if (std::system("/usr/bin/python3 -c 'import grpc' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "python3-grpcio is not installed (deploy/install-deps.sh)";
+  }
+  const uint16_t port = FreePort();
+  const std::string script = SAN_TEST_PROGRAMS "/grpc_echo.py";
+  auto server =
+      Server({"/usr/bin/python3", script, "server", std::to_string(port), "60"}, "server");
+  ASSERT_TRUE(WaitListening(port, 15000)) << server->Log();
+  auto client = Client({"/usr/bin/python3", script, "client", std::to_string(port)}, "client");
+  ASSERT_EQ(client->Wait(60000), 0) << client->Log() << server->Log();
+  EXPECT_NE(client->Log().find("ok 200 echoes"), std::string::npos) << client->Log();
+  ExpectAccelerated("python3", 1);
   server->Stop(SIGINT, 10000);
 }
 
