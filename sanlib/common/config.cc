@@ -1,9 +1,13 @@
 #include "common/config.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "common/log.h"
 
 namespace san {
 namespace {
@@ -94,6 +98,9 @@ const std::vector<SettingInfo>& Settings() {
        "how long a local connection runs on kernel TCP before both ends move it to shm (late "
        "set-up, and connections the eager set-up could not equip)"},
       {"SAN_LOG", "warn", "error|warn|info|debug"},
+      {"SAN_LOG_FILE", "",
+       "where log lines go: a file to append to, stderr, syslog or none; unset: stderr, unless "
+       "fd 2 is a network socket (inetd, vsftpd sessions: the client's connection), then syslog"},
       {"SAN_RULES", "",
        "preload: 'allow|deny [prog=GLOB] [port=N[-M]] [addr=IP[/LEN]]; ...', first match wins"},
       {"SAN_REPORT", "",
@@ -157,6 +164,7 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
   if (const char* v = getenv_fn("SAN_LOG")) {
     if (!ParseLogLevel(v, &c.log_level)) bad("SAN_LOG", v);
   }
+  if (const char* v = getenv_fn("SAN_LOG_FILE")) c.log_file = v;
   if (const char* v = getenv_fn("SAN_RULES")) c.rules = v;
   if (const char* v = getenv_fn("SAN_RULES_FILE")) c.rules_file = v;
   if (const char* v = getenv_fn("SAN_REPORT")) c.report = v;
@@ -167,7 +175,10 @@ const Config& Config::Get() {
   static const Config config = [] {
     std::vector<std::string> errors;
     Config c = Parse(SystemGetenv, &errors);
-    for (const auto& e : errors) fprintf(stderr, "sanlib: %s\n", e.c_str());
+    for (const auto& e : errors) {
+      const std::string line = "sanlib[" + std::to_string(getpid()) + "] warn: " + e + "\n";
+      WriteLogLine(c.log_file, LogLevel::kWarn, line.data(), line.size());
+    }
     return c;
   }();
   return config;

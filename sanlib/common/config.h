@@ -48,6 +48,9 @@ struct Config {
   bool late_setup = false;
   uint32_t upgrade_delay_us = 20000;
   LogLevel log_level = LogLevel::kWarn;
+  // SAN_LOG_FILE: where log lines go (common/log.h): "" = stderr unless fd 2 is a network socket
+  // (then syslog), "stderr", "syslog", "none", or a file to append to.
+  std::string log_file;
   // Compatibility layer: which sockets a preloaded program makes SAN-capable (compat/rules.h).
   std::string rules;       // SAN_RULES: rules separated by ';'
   std::string rules_file;  // SAN_RULES_FILE: a file of rules, one per line, read after SAN_RULES

@@ -1,8 +1,17 @@
-// Logging: one line per event to stderr, filtered by SAN_LOG, prefixed "sanlib[pid]".
+// Logging: one line per event, filtered by SAN_LOG, prefixed "sanlib[pid] level:".
 //
-// Thread-safe (each line is one write(2)). Safe to call from the close and connection threads; not
-// async-signal-safe (the fatal-signal path writes its own fixed messages).
+// Where a line goes (SAN_LOG_FILE): a file to append to, "stderr", "syslog" (facility daemon,
+// ident "sanlib") or "none". Unset: fd 2, unless fd 2 is a network socket -- under inetd and in
+// vsftpd's sessions it is the client's connection, where a line of ours would be read as the
+// server's output -- and then syslog. A file that cannot be opened falls back to that rule.
+//
+// Thread-safe (each line is one write(2) or one syslog(3)). Safe to call from the close and
+// connection threads; not async-signal-safe (the fatal-signal path writes its own fixed messages).
 #pragma once
+
+#include <stddef.h>
+
+#include <string>
 
 #include "common/config.h"
 
@@ -10,6 +19,12 @@ namespace san {
 
 void LogAt(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 bool LogEnabled(LogLevel level);
+
+// Where a line goes under `log_file` (SAN_LOG_FILE's value) when `fd2` is the process's fd 2.
+enum class LogSink { kFd2, kFile, kSyslog, kNone };
+LogSink ChooseLogSink(const std::string& log_file, int fd2);
+// Writes one finished line (ending in '\n') where `log_file` says (the rule above).
+void WriteLogLine(const std::string& log_file, LogLevel level, const char* line, size_t len);
 
 }  // namespace san
 
