@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
 #include "san/san.h"
+#include "socket/fd_passing.h"
 #include "socket/socket_ops.h"
 
 using san::compat::KeepErrno;
@@ -23,6 +25,26 @@ using san::compat::ManagedData;
 using san::compat::Real;
 
 extern "C" [[noreturn]] void __chk_fail(void);
+
+namespace {
+
+// The fds a message passes (SCM_RIGHTS): SAN connections among them move to kernel TCP before the
+// kernel passes them (socket/fd_passing.h). Malformed control data is left to the kernel to refuse.
+void PrepareRights(const msghdr* msg) {
+  if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(cmsghdr)) return;
+  auto* m = const_cast<msghdr*>(msg);
+  for (cmsghdr* c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) {
+      continue;
+    }
+    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    std::vector<int> fds(n);
+    std::memcpy(fds.data(), CMSG_DATA(c), n * sizeof(int));
+    san::PrepareToPass(fds.data(), n);
+  }
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -115,7 +137,10 @@ ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buflen, int flags, 
 // portably): refused with EINVAL rather than dropped silently.
 ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
   return KeepErrno([&]() -> ssize_t {
-    if (!ManagedData(fd)) return Real().sendmsg(fd, msg, flags);
+    if (!ManagedData(fd)) {
+      PrepareRights(msg);
+      return Real().sendmsg(fd, msg, flags);
+    }
     if (msg->msg_controllen > 0) {
       errno = EINVAL;
       return -1;
@@ -144,7 +169,10 @@ ssize_t recvmsg(int fd, msghdr* msg, int flags) {
 // kernel's) and the time left is written back.
 int sendmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags) {
   return KeepErrno([&]() -> int {
-    if (!ManagedData(fd)) return Real().sendmmsg(fd, msgs, vlen, flags);
+    if (!ManagedData(fd)) {
+      for (unsigned int i = 0; i < vlen && msgs; ++i) PrepareRights(&msgs[i].msg_hdr);
+      return Real().sendmmsg(fd, msgs, vlen, flags);
+    }
     if (vlen > UIO_MAXIOV) vlen = UIO_MAXIOV;
     unsigned int sent = 0;
     bool failed = false;

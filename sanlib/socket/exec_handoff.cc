@@ -19,6 +19,7 @@
 #include "common/fd_placement.h"
 #include "common/log.h"
 #include "socket/exec_image.h"
+#include "socket/fork_holders.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
@@ -70,44 +71,6 @@ void ResetNumber(int number) {
   if (!placeholder.valid() || Dup3(placeholder.get(), number) < 0) {
     SAN_LOG_ERROR("fd %d: cannot replace an unusable SAN connection: %s", number, strerror(errno));
   }
-}
-
-// Whether another process still holds `s` (SanSocket::holders_*): every holder has a read end of
-// the holders pipe (fork copies it, close and exec drop it), so with ours closed a write to the
-// pipe fails with EPIPE exactly when no other holder is left. Our write end stays open all along,
-// so a holder closing meanwhile never takes itself for the last one (socket_ops.cc: DropOwnHold
-// looks for the write ends going). The probe bytes are drained once our read end is back.
-bool OthersHold(SanSocket& s) {
-  const int w = s.holders_write.get();
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/fd/%d", w);
-  if (access(path, F_OK) != 0) return true;  // no /proc: our read end could not come back
-  s.holders_read.reset();
-  sigset_t pipe_only, old, pending;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGPIPE);
-  const char probe = 0;
-  const ssize_t n = ::syscall(SYS_write, w, &probe, 1);
-  const bool others = !(n < 0 && errno == EPIPE);
-  if (!others && !was_pending) {
-    const timespec zero{0, 0};
-    sigtimedwait(&pipe_only, nullptr, &zero);  // the EPIPE's SIGPIPE, directed at this thread
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  const int r = ::open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (r < 0) {
-    SAN_LOG_WARN("fd %d: fork-holder pipe not reopened (%s); holders are counted instead",
-                 s.fd.load(), strerror(errno));
-    return true;
-  }
-  s.holders_read.reset(PlaceHigh(r));
-  char drain[256];
-  while (::syscall(SYS_read, s.holders_read.get(), drain, sizeof drain) > 0) {
-  }
-  return others;
 }
 
 // The combine timer watches a stream with bytes waiting (as data_path.cc arms it).
@@ -226,7 +189,7 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
     }
   }
   for (auto& [s, numbers] : to_tcp) {
-    Status st = FinishMoveToTcp(*s, move_deadline);
+    Status st = FinishMoveToTcp(*s, move_deadline, "an exec into a program without sanlib");
     if (st.ok() || numbers.empty()) continue;
     // MOVE went but the move did not complete: the connection is lost (our side is failed; the
     // peer reads what it had, then ECONNRESET), and the new image gets reset sockets.

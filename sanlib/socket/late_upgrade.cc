@@ -343,13 +343,11 @@ void CancelLateUpgrades() {
   });
 }
 
-void EndLateUpgrade(SanSocket& s, bool try_switch) {
+void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {
   LateUpgrade& u = *s.late;
   std::lock_guard<std::mutex> lock(u.mu);
   if (try_switch && u.phase.load() == LatePhase::kReady) TrySwitch(s, u);
-  if (u.phase.load() != LatePhase::kSwitched) {
-    FailLocked(s, u, try_switch ? "closed first" : "moved in band (san_upgrade)");
-  }
+  if (u.phase.load() != LatePhase::kSwitched) FailLocked(s, u, why);
 }
 
 void OpenLateSide(SanSocket& s) {

@@ -383,7 +383,7 @@ void Release(int fd) {
     return;
   }
   if (s->listening.load()) rt.connections().RemoveListener(fd);
-  if (LatePending(*s)) EndLateUpgrade(*s, true);
+  if (LatePending(*s)) EndLateUpgrade(*s, true, "closed first");
   if (std::unique_ptr<proto::Stream> stream = std::move(s->stream)) {
     rt.closer().Forget(stream.get());
     rt.CountFinished(*stream);

@@ -1,5 +1,7 @@
 #include "socket/tcp_move.h"
 
+#include <string>
+
 #include <fcntl.h>
 #include <poll.h>
 
@@ -66,7 +68,7 @@ Status StartMoveToTcp(SanSocket& s, uint64_t deadline_ns) {
   }
 }
 
-Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns) {
+Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why) {
   proto::Stream& stream = *s.stream;
   Status st = AwaitMoved(stream, deadline_ns);
   if (st.ok()) {
@@ -89,13 +91,13 @@ Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns) {
   if (s.read_shut.load()) kernel::shutdown(s.fd.load(), SHUT_RD);
   // The stream stays with the socket (spent) until it is closed, as on the peer's side: a failed
   // exec may find the socket in an epoll set, whose look at it goes through the stream.
-  TurnTcp(s, "moved to kernel TCP for an exec into a program without sanlib");
+  TurnTcp(s, (std::string("moved to kernel TCP: ") + why).c_str());
   return Status::Ok();
 }
 
-Status MoveToTcp(SanSocket& s, uint64_t deadline_ns) {
+Status MoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why) {
   Status st = StartMoveToTcp(s, deadline_ns);
-  return st.ok() ? FinishMoveToTcp(s, deadline_ns) : st;
+  return st.ok() ? FinishMoveToTcp(s, deadline_ns, why) : st;
 }
 
 Status AdvanceMoved(SanSocket& s) {
@@ -111,8 +113,9 @@ Status AdvanceMoved(SanSocket& s) {
     return done.status();
   }
   if (s.stream->Available() == 0) {
-    TurnTcp(s,
-            "the peer moved the connection to kernel TCP (an exec into a program without sanlib)");
+    // The peer's reason (an exec into a program without sanlib, its fd passed to another
+    // process) is not on the wire.
+    TurnTcp(s, "the peer moved the connection to kernel TCP");
   }
   return Status::Ok();
 }

@@ -171,7 +171,7 @@ int Upgrade(int fd) {
   // A late move (late_upgrade.h) must not happen beside the in-band one: one that has not begun
   // is given up (the peer, asked the same, does the same); one under way is finished (the peer
   // finishes it in its own san_upgrade), and only if it fails do the ends talk in band.
-  if (LatePending(*s) && !FinishLateUpgrade(*s)) EndLateUpgrade(*s, false);
+  if (LatePending(*s) && !FinishLateUpgrade(*s)) EndLateUpgrade(*s, false, "moved in band (san_upgrade)");
   if (s->mode.load(std::memory_order_acquire) == SocketMode::kShm) return 0;
   const uint64_t deadline = NowNs() + uint64_t{kDeadlineMs} * 1000000;
   std::string why;

@@ -54,7 +54,7 @@ void Open(Pair* p) {
 Status Move(int fd, int wait_ms = kMoveWaitMs) {
   SanSocket* s = Runtime::Get().table().Find(fd);
   if (!s) return Status(EBADF, "not a SAN socket");
-  return MoveToTcp(*s, NowNs() + uint64_t(wait_ms) * 1000000);
+  return MoveToTcp(*s, NowNs() + uint64_t(wait_ms) * 1000000, "a test");
 }
 
 std::string ModeOf(int fd, std::string* reason) {

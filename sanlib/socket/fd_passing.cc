@@ -1,0 +1,70 @@
+#include "socket/fd_passing.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "socket/fork_holders.h"
+#include "socket/late_upgrade.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+#include "socket/tcp_move.h"
+
+namespace san {
+namespace {
+
+// Whether the other end of `s` is a socket of this process (it could not answer our MOVE while
+// this thread waits for it).
+bool PeerIsOurs(SocketTable& table, SanSocket& s) {
+  Result<sockaddr_storage> local = LocalAddress(s.fd);
+  Result<sockaddr_storage> peer = PeerAddress(s.fd);
+  if (!local.ok() || !peer.ok()) return false;
+  bool ours = false;
+  table.ForEach([&](SanSocket* other) {
+    if (ours || other == &s) return;
+    Result<sockaddr_storage> olocal = LocalAddress(other->fd);
+    Result<sockaddr_storage> opeer = PeerAddress(other->fd);
+    ours = olocal.ok() && opeer.ok() && proto::SameAddress(olocal.value(), peer.value()) &&
+           proto::SameAddress(opeer.value(), local.value());
+  });
+  return ours;
+}
+
+// Why `s` cannot move to TCP now, or nullptr if it can.
+const char* WhyNotMovable(SocketTable& table, SanSocket& s) {
+  if (s.sleepers.load(std::memory_order_acquire) != 0) return "another thread waits on it";
+  if (!s.holders_read.valid() || !s.holders_write.valid() || OthersHold(s)) {
+    return "another process of ours holds it";
+  }
+  if (PeerIsOurs(table, s)) return "its peer is in this process";
+  return nullptr;
+}
+
+}  // namespace
+
+void PrepareToPass(const int* fds, size_t count) {
+  Runtime* rt = Runtime::IfCreated();
+  if (!rt || count == 0) return;
+  auto pin = rt->table().Pin();
+  for (size_t i = 0; i < count; ++i) {
+    SanSocket* s = rt->table().Find(fds[i]);
+    if (!s || s->listening.load()) continue;
+    if (LatePending(*s)) EndLateUpgrade(*s, true, "passed to another process (SCM_RIGHTS)");
+    if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) continue;
+    if (const char* why = WhyNotMovable(rt->table(), *s)) {
+      SAN_LOG_WARN(
+          "fd %d passed to another process: its SAN connection cannot move to kernel TCP "
+          "(%s); the receiver's socket will carry nothing",
+          fds[i], why);
+      continue;
+    }
+    const uint64_t deadline = NowNs() + uint64_t{kMoveWaitMs} * 1000000;
+    Status st = MoveToTcp(*s, deadline, "its fd was passed to another process (SCM_RIGHTS)");
+    if (st.ok()) {
+      SAN_LOG_INFO("fd %d passed to another process: moved to kernel TCP", fds[i]);
+    } else {
+      SAN_LOG_WARN("fd %d passed to another process: the move to kernel TCP failed (%s)", fds[i],
+                   st.ToString().c_str());
+    }
+  }
+}
+
+}  // namespace san

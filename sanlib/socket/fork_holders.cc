@@ -1,0 +1,49 @@
+#include "socket/fork_holders.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/fd_placement.h"
+#include "common/log.h"
+
+namespace san {
+
+bool OthersHold(SanSocket& s) {
+  const int w = s.holders_write.get();
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", w);
+  if (access(path, F_OK) != 0) return true;  // no /proc: our read end could not come back
+  s.holders_read.reset();
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  const char probe = 0;
+  const ssize_t n = ::syscall(SYS_write, w, &probe, 1);
+  const bool others = !(n < 0 && errno == EPIPE);
+  if (!others && !was_pending) {
+    const timespec zero{0, 0};
+    sigtimedwait(&pipe_only, nullptr, &zero);  // the EPIPE's SIGPIPE, directed at this thread
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  const int r = ::open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (r < 0) {
+    SAN_LOG_WARN("fd %d: fork-holder pipe not reopened (%s); holders are counted instead",
+                 s.fd.load(), strerror(errno));
+    return true;
+  }
+  s.holders_read.reset(PlaceHigh(r));
+  char drain[256];
+  while (::syscall(SYS_read, s.holders_read.get(), drain, sizeof drain) > 0) {
+  }
+  return others;
+}
+
+}  // namespace san
