@@ -24,4 +24,6 @@ pid_t ThisPid() {
   return pid;
 }
 
+void ForgetPid() { g_pid.store(0, std::memory_order_relaxed); }
+
 }  // namespace san

@@ -13,5 +13,7 @@
 namespace san {
 
 pid_t ThisPid();
+// Forgets the cached pid: for a child that no atfork handler told (a raw clone(), Runtime).
+void ForgetPid();
 
 }  // namespace san

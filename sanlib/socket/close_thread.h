@@ -52,6 +52,11 @@ class CloseThread {
   void BeforeFork() { mu_.lock(); }
   void AfterForkParent() { mu_.unlock(); }
   void AfterForkChild();
+  // A child no fork handler ran in (Runtime::AdoptMissedFork): mu_ as BeforeFork leaves it.
+  void LockAfterMissedFork() {
+    new (&mu_) std::mutex();
+    mu_.lock();
+  }
 
  private:
   struct Closing {

@@ -245,6 +245,8 @@ void ConnectionThread::AfterForkChild() {
   served_.clear();
   handshakes_.clear();
   for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels
+  // The parent's Claims waiting on it are counted in the child's copy: a fresh one.
+  new (&settled_) std::condition_variable();
   pending_.clear();
   late_.clear();
   mu_.unlock();

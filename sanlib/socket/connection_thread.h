@@ -92,6 +92,11 @@ class ConnectionThread {
   void BeforeFork() { mu_.lock(); }
   void AfterForkParent();
   void AfterForkChild();
+  // A child no fork handler ran in (Runtime::AdoptMissedFork): mu_ as BeforeFork leaves it.
+  void LockAfterMissedFork() {
+    new (&mu_) std::mutex();
+    mu_.lock();
+  }
 
  private:
   // A listening socket's kernel identity: what a claimer's proof fd is compared with.
@@ -140,7 +145,7 @@ class ConnectionThread {
   std::timed_mutex step_mu_;
   bool quiesced_ = false;  // QuiesceForFork holds step_mu_ (the forking thread's alone)
   std::atomic<bool> stepping_ready_{false};  // the thread holds step_mu_: its start-up is over
-  ControlService service_;  // touched by the thread only, once running
+  ControlService service_;                   // touched by the thread only, once running
   std::mutex mu_;
   std::condition_variable settled_;  // a settling entry finished (mu_)
   std::vector<Served> served_;

@@ -1,4 +1,6 @@
 #include "socket/runtime.h"
+
+#include "common/this_pid.h"
 #include "socket/late_upgrade.h"
 
 #include <errno.h>
@@ -41,6 +43,7 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
   }
   pthread_atfork(
       [] {
+        CheckMissedFork();  // a raw clone's child that forks: its locks are the parent's
         Runtime& rt = Get();
         rt.connections_.QuiesceForFork();  // first: a step of its thread may take the others
         rt.table_.BeforeFork();
@@ -53,18 +56,34 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
         rt.connections_.AfterForkParent();
         rt.table_.AfterForkParent();
       },
-      [] {
-        Runtime& rt = Get();
-        rt.pid_.store(getpid());
-        rt.closer_.AfterForkChild();
-        rt.connections_.AfterForkChild();
-        rt.table_.AfterForkChild();
-        NoteForkChild();
-        // The parent may move them; a child writing to the kernel socket meanwhile must not be
-        // told otherwise (late_upgrade.h).
-        CancelLateUpgrades();
-      });
+      &Runtime::AfterForkChild);
   atexit(&Runtime::AtExit);
+}
+
+void Runtime::AfterForkChild() {
+  Runtime& rt = Get();
+  rt.pid_.store(getpid());
+  rt.closer_.AfterForkChild();
+  rt.connections_.AfterForkChild();
+  rt.table_.AfterForkChild();
+  NoteForkChild();
+  // The parent may move them; a child writing to the kernel socket meanwhile must not be told
+  // otherwise (late_upgrade.h).
+  CancelLateUpgrades();
+}
+
+void Runtime::CheckMissedFork() {
+  Runtime* rt = IfCreated();
+  if (rt && rt->pid() != getpid()) rt->AdoptMissedFork();
+}
+
+void Runtime::AdoptMissedFork() {
+  ForgetPid();
+  table_.LockAfterMissedFork();
+  connections_.LockAfterMissedFork();
+  closer_.LockAfterMissedFork();
+  AfterForkChild();
+  SAN_LOG_INFO("a child made without fork() (raw clone): sanlib's process state adopted");
 }
 
 void Runtime::AtExit() {

@@ -41,6 +41,17 @@ class Runtime {
   // sees another pid is a vfork() child borrowing its parent's memory (exec_handoff.h): it must
   // not change anything the parent will find when it resumes.
   int pid() const { return pid_.load(std::memory_order_relaxed); }
+  // A missed fork: a child made by a raw clone() (vsftpd's isolate=YES sessions use
+  // clone(CLONE_NEWIPC|SIGCHLD)) runs no pthread_atfork handler, so it would go on with the
+  // parent's view -- no connection thread of its own (nothing answers its listeners: every SAN
+  // client of it waited 5 s, then fell back), the parent's pending channels, the parent's pid.
+  // The set-up calls (socket, listen, accept, connect) compare the pid with the kernel's and, on
+  // a change, do what the fork child handler does, after resetting the locks it expects held
+  // (another thread of the parent may have held them at the clone; the child has no other
+  // thread). Not for a vfork child (it shares our memory, and calls none of those). What cannot be
+  // reset -- a lock libc's malloc or a provider held on another thread at the moment of a raw
+  // clone -- stays the caller's risk, as with any raw clone of a multithreaded process.
+  static void CheckMissedFork();
 
   // What this process's connections did, written to SAN_REPORT at exit (the transparency tests
   // read it to know a tool was really accelerated). Counted when a connection settles its mode
@@ -85,6 +96,8 @@ class Runtime {
   Runtime();
   static inline std::atomic<Runtime*> created_{nullptr};
   static void AtExit();
+  static void AfterForkChild();
+  void AdoptMissedFork();
   void WriteReport();
 
   const Config& config_;

@@ -194,6 +194,7 @@ void WaitForWindow(SanSocket& s) {
 }
 
 int SocketCreate(int domain, int type, int protocol) {
+  Runtime::CheckMissedFork();
   const int flags = type & (SOCK_NONBLOCK | SOCK_CLOEXEC);
   int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (base == SOCK_SAN) base = SOCK_STREAM;
@@ -205,6 +206,7 @@ int SocketCreate(int domain, int type, int protocol) {
 }
 
 int Listen(int fd, int backlog) {
+  Runtime::CheckMissedFork();
   SanSocket* s = Runtime::Get().table().Find(fd);
   if (kernel::listen(fd, backlog) != 0) return -1;
   if (!s || s->listening.exchange(true)) return 0;  // a second listen() only changes the backlog
@@ -214,6 +216,7 @@ int Listen(int fd, int backlog) {
 }
 
 int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
+  Runtime::CheckMissedFork();
   Runtime& rt = Runtime::Get();
   SanSocket* ls = rt.table().Find(fd);
   if (!ls) return kernel::accept4(fd, addr, len, flags);
@@ -270,6 +273,7 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
 }
 
 int Connect(int fd, const sockaddr* addr, socklen_t len) {
+  Runtime::CheckMissedFork();
   Runtime& rt = Runtime::Get();
   SanSocket* s = rt.table().Find(fd);
   if (!s || s->listening.load() || s->mode.load() != SocketMode::kUnconnected || !addr ||
@@ -406,6 +410,7 @@ void Release(int fd) {
 }
 
 int Close(int fd) {
+  Runtime::CheckMissedFork();
   Release(fd);
   return kernel::close(fd);
 }

@@ -59,6 +59,12 @@ class SocketTable {
   // The child's only thread has another TID than the one that write-locked lifetime_, and glibc's
   // rwlock unlock tells a writer by its TID: unlocking would be taken as a reader's unlock and
   // leave the lock held. A fresh lock is what the child needs anyway (no other thread exists).
+  // A child no fork handler ran in (Runtime::AdoptMissedFork): the locks in the state
+  // BeforeFork leaves them, whatever another thread of the parent held at the clone.
+  void LockAfterMissedFork() {
+    new (&index_.mutex()) std::mutex();
+    index_.mutex().lock();
+  }
   void AfterForkChild() {
     index_.mutex().unlock();
     new (&lifetime_) std::shared_mutex();

@@ -8,6 +8,8 @@
 //     FIN), and one that leaves by _exit(0) (the peer reads what was posted, then EOF or reset).
 // Every process is reaped, every wait bounded (children arm alarm(); a Watchdog bounds each test).
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -605,6 +607,54 @@ void ChildIgnoresConnection(LeaveBy how) {
   EXPECT_EQ(e.bytes, 5u * 256 * 1024);
   EXPECT_EQ(e.end, 0) << "after our close the peer saw " << strerror(e.end) << ", not EOF";
   EXPECT_EQ(code, kOk);
+}
+
+// A child made by a raw clone() runs no fork handler (vsftpd's isolate=YES sessions are made with
+// clone(CLONE_NEWIPC|SIGCHLD)): sanlib finds out at the child's first set-up call and adopts the
+// process state as a fork child's (runtime.h, "missed fork"). Its listener must then be answered
+// by its own connection thread: the client gets a shm connection, the bytes echo. Before, nothing
+// answered it (the parent's thread does not exist in the child): the client waited 5 s for a
+// reply, then fell back to TCP.
+TEST(SocketFork, RawCloneChildServesItsOwnListener) {
+  Watchdog watchdog(60);
+  // sanlib's threads run in this process before the clone, as under sanrun.
+  uint16_t unused = 0;
+  const int warm = SanListener(&unused);
+  ASSERT_GE(warm, 0);
+  SleepMs(50);  // both threads asleep: none holds a lock when the clone copies memory
+  Channel port_ch;
+  const long pid = syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, 0);
+  ASSERT_GE(pid, 0) << strerror(errno);
+  if (pid == 0) {
+    alarm(30);
+    int lfd = -1;
+    const int c = AcceptOneShm(&port_ch, &lfd);
+    if (c < 0) _exit(-c);
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = san_recv(c, buf, sizeof buf, 0);
+      if (n < 0) _exit(kCorrupt);
+      if (n == 0) break;
+      if (san_send(c, buf, static_cast<size_t>(n), 0) != n) _exit(kSendFailed);
+    }
+    san_close(c);
+    _exit(kOk);
+  }
+  uint16_t port = 0;
+  ASSERT_TRUE(port_ch.Get(&port, 10000));
+  const int fd = SanConnect(port);
+  ASSERT_GE(fd, 0);
+  san_info info{};
+  ASSERT_EQ(san_getinfo(fd, &info), 0);
+  EXPECT_EQ(info.mode, SAN_MODE_SHM) << info.fallback;
+  const char out[] = "raw clone";
+  char in[sizeof out] = {};
+  ASSERT_EQ(san_send(fd, out, sizeof out, 0), static_cast<ssize_t>(sizeof out));
+  ASSERT_EQ(san_recv(fd, in, sizeof in, MSG_WAITALL), static_cast<ssize_t>(sizeof in));
+  EXPECT_STREQ(in, out);
+  san_close(fd);
+  EXPECT_EQ(ReapWithin(static_cast<pid_t>(pid), kChildWaitMs), kOk);
+  san_close(warm);
 }
 
 TEST(SocketFork, ChildUnderscoreExitLeavesParentConnectionAlone) {

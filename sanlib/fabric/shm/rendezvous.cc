@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -82,7 +83,10 @@ Status SendMessage(int sock, const void* msg, size_t len, const int* fds, int nu
   PackRights(fds, static_cast<size_t>(num_fds), control, &mh);
   ssize_t n;
   do {
-    n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    // The raw call: under the compatibility layer sendmsg is interposed, and its SCM_RIGHTS
+    // handling (socket/fd_passing.h) must not take the fds we pass for the set-up (a proof fd is a
+    // SAN socket) for an application's.
+    n = ::syscall(SYS_sendmsg, sock, &mh, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return Status::FromErrno("sendmsg(shm rendezvous)");
   if (static_cast<size_t>(n) != len) return Status(EPROTO, "sendmsg(shm rendezvous): short");
@@ -104,7 +108,7 @@ Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fd
   mh.msg_controllen = sizeof(control);
   ssize_t n;
   do {
-    n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    n = ::syscall(SYS_recvmsg, sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return errno == EAGAIN ? Status(EAGAIN, "recvmsg") : Status::FromErrno("recvmsg");
   if (n == 0) return Status(ECONNRESET, "recvmsg(shm rendezvous): peer closed");
