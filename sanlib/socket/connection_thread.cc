@@ -281,6 +281,9 @@ void* ConnectionThread::Main(void* self) {
 void ConnectionThread::Run() {
   std::vector<pollfd> fds;
   std::vector<const fabric::Listener*> owners;  // identity only: looked up again under the lock
+  // Sockets closed behind our back are looked for this often (socket_ops.h: SweepGhosts).
+  constexpr uint64_t kGhostSweepNs = 1000000000;
+  uint64_t last_sweep_ns = NowNs();
   std::unique_lock<std::timed_mutex> stepping(step_mu_);
   stepping_ready_.store(true, std::memory_order_release);
   Status st = service_.Open();
@@ -339,6 +342,10 @@ void ConnectionThread::Run() {
       if (fds[i].revents) ServeRequests(owners[i]);
     }
     AdvanceHandshakes();
+    if (const uint64_t now = NowNs(); now - last_sweep_ns >= kGhostSweepNs) {
+      last_sweep_ns = now;
+      SweepGhosts();
+    }
     std::unique_lock<std::mutex> lock(mu_);
     RunDueLateLocked(lock);
     DropBrokenLocked();

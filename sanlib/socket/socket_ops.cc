@@ -17,6 +17,8 @@
 #include "socket/rendezvous_owner.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
+
+#include <sys/stat.h>
 #include "socket/tcp_move.h"
 
 namespace san {
@@ -174,7 +176,10 @@ SanSocket* Track(int fd, bool nonblocking) {
   if (Status st = rt.connections().EnsureRunning(); !st.ok()) {
     SAN_LOG_WARN("connection thread: %s", st.ToString().c_str());
   }
+  if (rt.table().Find(fd)) ReleaseGhost(fd);  // the kernel just gave this number out
   auto* s = new SanSocket(fd);
+  struct stat st {};
+  if (fstat(fd, &st) == 0) s->kernel_ino = st.st_ino;
   s->nonblocking.store(nonblocking);
   if (!rt.table().Insert(s)) {
     delete s;  // beyond the table's range: stays a plain kernel socket
@@ -360,6 +365,7 @@ void NoteDuplicate(int fd, int dup_fd) {
   Runtime* rt = Runtime::IfCreated();
   SanSocket* s = rt ? rt->table().Find(fd) : nullptr;
   if (!s || dup_fd == fd) return;
+  if (rt->table().Find(dup_fd)) ReleaseGhost(dup_fd);  // the kernel just gave that number out
   s->fd_count.fetch_add(1);
   if (!rt->table().InsertAs(dup_fd, s)) {
     // Beyond the table (fd >= 2^20): that number reads the kernel socket, which carries nothing.
@@ -369,12 +375,21 @@ void NoteDuplicate(int fd, int dup_fd) {
   }
 }
 
-void Release(int fd) {
+namespace {
+
+// Release, for a number that still names the socket (`kernel_fd_valid`) or a ghost's.
+void ReleaseNumber(int fd, bool kernel_fd_valid) {
   Runtime* rt_or_null = Runtime::IfCreated();
   if (!rt_or_null || !rt_or_null->table().Find(fd)) return;
   Runtime& rt = *rt_or_null;
   // Not while another thread holds sockets pinned across a sleep (compat's epoll_wait).
   auto lifetime = rt.table().LockLifetime();
+  // A ghost is looked at again under the lock: its number may have been put back meanwhile (an
+  // exec's placeholders, undone when the exec fails).
+  if (!kernel_fd_valid) {
+    SanSocket* found = rt.table().Find(fd);
+    if (!found || !IsGhost(fd, *found)) return;
+  }
   SanSocket* s = rt.table().Remove(fd);
   if (!s) return;
   if (s->fd_count.fetch_sub(1) > 1) {
@@ -402,11 +417,40 @@ void Release(int fd) {
       stream->ShutdownWrite();
     }
     // The close thread keeps its own reference to the kernel socket: the peer watches it for
-    // liveness, and the application's fd number must be free when close() returns.
-    UniqueFd keep(DupHigh(fd));
+    // liveness, and the application's fd number must be free when close() returns. A ghost's
+    // kernel socket is gone already.
+    UniqueFd keep(kernel_fd_valid ? DupHigh(fd) : -1);
     rt.closer().Adopt(std::move(stream), std::move(keep), rt.config().linger_ms);
   }
   delete s;
+}
+
+}  // namespace
+
+void Release(int fd) { ReleaseNumber(fd, true); }
+
+bool IsGhost(int fd, const SanSocket& s) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return errno == EBADF;
+  return s.kernel_ino != 0 && (!S_ISSOCK(st.st_mode) || st.st_ino != s.kernel_ino);
+}
+
+void ReleaseGhost(int fd) {
+  SAN_LOG_INFO("fd %d: closed without close() (a raw system call): its SAN socket is released", fd);
+  ReleaseNumber(fd, false);
+}
+
+void SweepGhosts() {
+  Runtime* rt = Runtime::IfCreated();
+  if (!rt) return;
+  std::vector<int> ghosts;
+  {
+    auto pin = rt->table().Pin();
+    rt->table().ForEachNumber([&](int fd, SanSocket* s) {
+      if (IsGhost(fd, *s)) ghosts.push_back(fd);
+    });
+  }
+  for (int fd : ghosts) ReleaseGhost(fd);  // looked at again under the release's lock
 }
 
 int Close(int fd) {

@@ -36,6 +36,16 @@ int Close(int fd);
 void Release(int fd);
 // fd was duplicated as dup_fd (dup, dup2, dup3, F_DUPFD): both numbers name the one SAN socket.
 void NoteDuplicate(int fd, int dup_fd);
+// Ghosts: a SAN socket whose number the application closed where no interposition sees it (a raw
+// close system call: Node.js's libuv closes that way; close_range from inside libc) stays in the
+// table, and the next socket the kernel gives that number would be taken for it (it was reset,
+// from plain clients too). IsGhost: fd no longer names s's kernel socket (closed, or another
+// object now). ReleaseGhost: ends our side of it as close() would, never touching the number
+// (it may be someone else's now). Checked where the kernel hands out a number we hold (Track,
+// NoteDuplicate) and by the connection thread's sweep, once a second (SweepGhosts).
+bool IsGhost(int fd, const SanSocket& s);
+void ReleaseGhost(int fd);
+void SweepGhosts();
 
 ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags);
 ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags);
