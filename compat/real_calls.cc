@@ -55,6 +55,7 @@ RealCalls Load() {
   Resolve(r.dup, "dup");
   Resolve(r.dup2, "dup2");
   Resolve(r.dup3, "dup3");
+  Resolve(r.close_range, "close_range", false);
   Resolve(r.fcntl, "fcntl");
   Resolve(r.fcntl64, "fcntl64", false);
   Resolve(r.ioctl, "ioctl");

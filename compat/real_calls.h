@@ -48,6 +48,8 @@ struct RealCalls {
   int (*dup)(int);
   int (*dup2)(int, int);
   int (*dup3)(int, int, int);
+  // May be null (glibc before 2.34): then close_range/closefrom are not interposed in effect.
+  int (*close_range)(unsigned int, unsigned int, int);
   int (*fcntl)(int, int, ...);
   int (*fcntl64)(int, int, ...);  // may be null (older libc)
   int (*ioctl)(int, unsigned long, ...);

@@ -30,6 +30,8 @@ int DupAtLeast(int fd, int lowest) {
 
 }  // namespace
 
+int HighFdBase() { return HighBase(); }
+
 int PlaceHigh(int fd) {
   const int base = HighBase();
   if (fd < 0 || base < 0 || fd >= base) return fd;

@@ -13,6 +13,9 @@
 namespace san {
 
 int PlaceHigh(int fd);
+// Where the top quarter begins (sanlib's own fds live at or above it), or -1 when the limit
+// leaves no such region (below 1024, or unlimited): then ours are among the application's.
+int HighFdBase();
 // A close-on-exec duplicate of fd, made in the high range directly (no low copy to move), or at
 // the lowest free number when there is no room up there; -1 with errno if none can be made.
 int DupHigh(int fd);

@@ -191,6 +191,32 @@ TEST_P(Transparency, PythonGrpcioEchoOnItsDefaultPoller) {
 TEST_P(Transparency, VsftpdDefaultIsolatedSessions) { VsftpdDownload(true); }
 TEST_P(Transparency, VsftpdIsolateNo) { VsftpdDownload(false); }
 
+// openbsd-inetd (foreground with -d, as the ftpd interop test runs it) starting cat as an echo
+// service: its child puts the connection on fds 0-2 and calls close_range(3, ~0U) before exec,
+// which used to close sanlib's own fds too -- cat got a reset socket and the client nothing. cat
+// runs without the layer here (inetd does not pass LD_PRELOAD on), so the connection moves to
+// kernel TCP at the exec (docs/compat.md "exec"): the client starts on shm, ends on TCP, and
+// gets every byte and EOF.
+TEST_P(Transparency, OpenbsdInetdEchoService) {
+  REQUIRE_TOOLS("/usr/sbin/inetd", "/usr/bin/python3");
+  const uint16_t port = FreePort();
+  std::ofstream(dir_ + "/inetd.conf")
+      << "127.0.0.1:" << port << " stream tcp nowait root /bin/cat cat\n";
+  auto server = Server({"/usr/sbin/inetd", "-d", dir_ + "/inetd.conf"}, "server");
+  ASSERT_TRUE(WaitListening(port, 15000)) << server->Log();
+  auto client = Client(
+      {"/usr/bin/python3", SAN_TEST_PROGRAMS "/echo_client.py", std::to_string(port)}, "client");
+  ASSERT_EQ(client->Wait(30000), 0) << client->Log() << server->Log();
+  EXPECT_NE(client->Log().find("ok 1048576 bytes echoed"), std::string::npos) << client->Log();
+  const Usage u = UsageOf(report_, "python3");
+  if (san_server()) {
+    EXPECT_EQ(u.shm_connections, 1u) << "the connection did not start on shm";
+  } else {
+    EXPECT_EQ(u.tcp_connections, 1u);
+  }
+  server->Stop(SIGTERM, 10000);
+}
+
 TEST_P(Transparency, NginxPreforkAndCurl) {
   REQUIRE_TOOLS("nginx", "curl");
   const std::string www = dir_ + "/www";

@@ -1,0 +1,116 @@
+// Interposed close_range() and closefrom(): programs close every inherited fd before exec with
+// them (openbsd-inetd's child: close_range(3, ~0U, 0)). Passed straight to the kernel they would
+// close sanlib's own fds too -- a connection's segment, doorbells and fork-holder pipe, the
+// connection thread's sockets -- and the exec hand-off of the service's socket then found its
+// connection gone (the service got a reset socket: every inetd service returned 0 bytes to a
+// sanrun client). Here, within the range:
+//   - each SAN socket is closed as close() closes it (its peer gets FIN, dups keep it);
+//   - sanlib's own fds, which live in the top quarter of RLIMIT_NOFILE (common/fd_placement.h),
+//     stay: that part of the range is left alone (an application's own fds up there stay open
+//     too; they are close-on-exec in practice, and exec closes them);
+//   - everything else is closed as the kernel would.
+// CLOSE_RANGE_CLOEXEC only marks fds (ours are close-on-exec already): the kernel's call.
+// Without a high region (RLIMIT_NOFILE below 1024 or unlimited), ours cannot be told from the
+// program's: SAN sockets are closed properly and the rest goes to the kernel as asked.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/close_range.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "common/fd_placement.h"
+#include "compat/epoll_set.h"
+#include "compat/errno_keeper.h"
+#include "compat/managed.h"
+#include "compat/real_calls.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+using san::compat::KeepErrno;
+using san::compat::Managed;
+using san::compat::Real;
+
+namespace {
+
+// The open fds in [first, last], from /proc/self/fd (raw getdents64: no allocation in a child
+// about to exec). False if /proc cannot be read.
+bool OpenFds(unsigned first, unsigned last, std::vector<int>* out) {
+  const int dir = static_cast<int>(
+      syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir < 0) return false;
+  alignas(8) char buf[4096];
+  for (;;) {
+    const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long at = 0; at < n;) {
+      const auto* d = reinterpret_cast<const dirent64*>(buf + at);
+      at += d->d_reclen;
+      char* end = nullptr;
+      const long fd = strtol(d->d_name, &end, 10);
+      if (end == d->d_name || *end != '\0' || fd == dir) continue;
+      if (fd >= static_cast<long>(first) && fd <= static_cast<long>(last)) {
+        out->push_back(static_cast<int>(fd));
+      }
+    }
+  }
+  syscall(SYS_close, dir);
+  return true;
+}
+
+int CloseRange(unsigned first, unsigned last, int flags) {
+  auto kernel = [&](unsigned a, unsigned b, int f) {
+    return Real().close_range ? Real().close_range(a, b, f)
+                              : static_cast<int>(syscall(SYS_close_range, a, b, f));
+  };
+  if (!san::Runtime::IfCreated() || (flags & CLOSE_RANGE_CLOEXEC) || first > last) {
+    return kernel(first, last, flags);
+  }
+  if (flags & ~CLOSE_RANGE_UNSHARE) {
+    errno = EINVAL;
+    return -1;
+  }
+  if ((flags & CLOSE_RANGE_UNSHARE) && syscall(SYS_unshare, CLONE_FILES) != 0) return -1;
+  const int high = san::HighFdBase();
+  const unsigned top = high > 0 ? std::min(last, static_cast<unsigned>(high) - 1) : last;
+  if (first > top) return 0;  // only our region: nothing of the program's to close
+  std::vector<int> fds;
+  if (!OpenFds(first, top, &fds)) {
+    // No /proc: SAN sockets the proper way, then the kernel's call below our region.
+    san::Runtime::Get().table().ForEachNumber([&](int fd, san::SanSocket*) {
+      if (fd >= static_cast<int>(first) && fd <= static_cast<int>(top)) fds.push_back(fd);
+    });
+    for (int fd : fds) san::Close(fd);
+    return kernel(first, top, 0);
+  }
+  for (int fd : fds) {
+    if (Managed(fd)) {
+      san::Close(fd);
+    } else {
+      san::compat::EpollSet::Forget(fd);
+      Real().close(fd);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int close_range(unsigned int first, unsigned int last, int flags) {
+  return KeepErrno([&] { return CloseRange(first, last, flags); });
+}
+
+void closefrom(int lowfd) {
+  const int saved = errno;
+  CloseRange(lowfd < 0 ? 0 : static_cast<unsigned>(lowfd), UINT_MAX, 0);
+  errno = saved;
+}
+
+}  // extern "C"
