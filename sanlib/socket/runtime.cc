@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 
 #include "common/clock.h"
+#include "common/fd_placement.h"
 #include "common/log.h"
 #include "fabric/address.h"
 #include "fabric/registry.h"
@@ -41,6 +43,7 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
   } else {
     shm_unavailable_ = "SAN_PROVIDER=off";
   }
+  if (!config_.report.empty()) OpenReport();
   pthread_atfork(
       [] {
         CheckMissedFork();  // a raw clone's child that forks: its locks are the parent's
@@ -63,6 +66,12 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
 void Runtime::AfterForkChild() {
   Runtime& rt = Get();
   rt.pid_.store(getpid());
+  for (std::atomic<uint64_t>* c :
+       {&rt.usage_.shm_connections, &rt.usage_.tcp_connections, &rt.usage_.shm_bytes_sent,
+        &rt.usage_.shm_bytes_received, &rt.usage_.verbs_connections, &rt.usage_.verbs_bytes_sent,
+        &rt.usage_.verbs_bytes_received, &rt.usage_.verbs_zero_copy_bytes_sent}) {
+    c->store(0);  // this process's own from now on (usage())
+  }
   rt.closer_.AfterForkChild();
   rt.connections_.AfterForkChild();
   rt.table_.AfterForkChild();
@@ -132,6 +141,17 @@ void Runtime::CountFinished(proto::Stream& stream) {
   if (verbs) usage_.verbs_zero_copy_bytes_sent.fetch_add(st.zero_copy_bytes_sent);
 }
 
+void Runtime::OpenReport() {
+  const int fd = open(config_.report.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    SAN_LOG_WARN("SAN_REPORT %s: %s", config_.report.c_str(), strerror(errno));
+    return;
+  }
+  report_fd_.reset(PlaceHigh(fd));
+  struct stat st {};
+  report_ino_ = fstat(report_fd_.get(), &st) == 0 ? st.st_ino : 0;
+}
+
 void Runtime::WriteReport() {
   if (config_.report.empty()) return;
   char line[512];
@@ -150,11 +170,16 @@ void Runtime::WriteReport() {
                          static_cast<unsigned long long>(usage_.verbs_bytes_received.load()),
                          static_cast<unsigned long long>(usage_.verbs_zero_copy_bytes_sent.load()));
   // One write(2) with O_APPEND: lines of concurrent processes do not interleave.
-  UniqueFd fd(open(config_.report.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (fd.valid() && n > 0) {
-    if (::syscall(SYS_write, fd.get(), line, static_cast<size_t>(std::min(n, 511))) < 0) {
-      SAN_LOG_WARN("SAN_REPORT %s: %s", config_.report.c_str(), strerror(errno));
-    }
+  // The program may have closed our fd (a loop over every number) and reused the number: write
+  // only to the file we opened.
+  struct stat st {};
+  if (report_fd_.valid() && (fstat(report_fd_.get(), &st) != 0 || st.st_ino != report_ino_)) {
+    (void)report_fd_.release();  // not ours any more
+  }
+  if (!report_fd_.valid()) OpenReport();  // not open at start, or lost: try again
+  if (report_fd_.valid() && n > 0 &&
+      ::syscall(SYS_write, report_fd_.get(), line, static_cast<size_t>(std::min(n, 511))) < 0) {
+    SAN_LOG_WARN("SAN_REPORT %s: %s", config_.report.c_str(), strerror(errno));
   }
 }
 

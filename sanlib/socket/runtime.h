@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/unique_fd.h"
 #include "fabric/provider.h"
 #include "proto/stream.h"
 #include "socket/close_thread.h"
@@ -69,6 +70,10 @@ class Runtime {
     std::atomic<uint64_t> verbs_zero_copy_bytes_sent{0};
   };
   Usage& usage() { return usage_; }
+  // SAN_REPORT counts each process's own connections: a fork child starts from zero (what it
+  // inherited was counted where it was set up; a connection's bytes are counted by its last
+  // holder). The file is opened when the runtime starts and kept, so that a process that
+  // changes uid or chroots later still writes its line at exit.
   // A connection settled on `stream` (its provider's counter), or on kernel TCP (nullptr).
   void CountSettled(const proto::Stream* stream);
   void CountFinished(proto::Stream& stream);
@@ -98,6 +103,7 @@ class Runtime {
   static void AtExit();
   static void AfterForkChild();
   void AdoptMissedFork();
+  void OpenReport();
   void WriteReport();
 
   const Config& config_;
@@ -105,6 +111,8 @@ class Runtime {
   ConnectionThread connections_;
   CloseThread closer_;
   Usage usage_;
+  UniqueFd report_fd_;  // SAN_REPORT, opened at start (see usage())
+  ino_t report_ino_ = 0;
   std::atomic<int> pid_{0};
   fabric::Provider* shm_ = nullptr;
   std::string shm_unavailable_;

@@ -405,12 +405,13 @@ void ReleaseNumber(int fd, bool kernel_fd_valid) {
   if (LatePending(*s)) EndLateUpgrade(*s, true, "closed first");
   if (std::unique_ptr<proto::Stream> stream = std::move(s->stream)) {
     rt.closer().Forget(stream.get());
-    rt.CountFinished(*stream);
     if (!DropOwnHold(*s, *stream)) {
-      // Another process (fork) still holds the connection: only our view of it goes.
+      // Another process (fork) still holds the connection: only our view of it goes (its bytes
+      // are counted by the last holder, so that SAN_REPORT lines add up).
       delete s;
       return;
     }
+    rt.CountFinished(*stream);
     if (stream->Available() > 0 && !stream->Moved()) {
       stream->Abort();  // unread data: the kernel resets the connection, so do we
     } else {
@@ -475,8 +476,8 @@ void ShutdownAllForExit() {
     if (SanSocket* s = rt.table().Find(fd)) {
       if (s->stream) {
         rt.closer().Forget(s->stream.get());
-        rt.CountFinished(*s->stream);
         if (DropOwnHold(*s, *s->stream)) {
+          rt.CountFinished(*s->stream);
           s->stream->ShutdownWrite();  // flushes, then FIN
           shut.push_back(s->stream.get());
           if (s->stream->Moved()) relaying.push_back(s);

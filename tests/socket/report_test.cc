@@ -1,0 +1,127 @@
+// SAN_REPORT (socket/runtime.h): every process writes its own line -- a fork child does not
+// repeat its parent's counters, a connection's bytes are counted once (by its last holder) -- and
+// a process that gave up root after start still writes it. The cases run this binary again as a
+// child with SAN_REPORT set (the configuration is read once per process).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "san/san.h"
+
+namespace {
+
+constexpr char kChildVar[] = "SAN_REPORT_TEST_CHILD";
+constexpr size_t kBytes = 100000;
+
+int Listener(uint16_t* port) {
+  const int fd = san_socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || san_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      san_listen(fd, 4) != 0 || san_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// The child's work: one shm connection to itself, kBytes each way; a fork child that exits
+// without touching it; then, when root, setuid(nobody) before exit. Exit status: 0 if all went.
+int ChildMain() {
+  uint16_t port = 0;
+  const int l = Listener(&port);
+  const int c = san_socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (l < 0 || c < 0 || san_connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 1;
+  const int s = san_accept(l, nullptr, nullptr);
+  if (s < 0) return 2;
+  std::vector<char> buf(kBytes, 'x');
+  for (int from : {c, s}) {
+    const int to = from == c ? s : c;
+    size_t sent = 0, got = 0;
+    while (got < kBytes) {
+      if (sent < kBytes) {
+        const ssize_t n = san_send(from, buf.data() + sent, kBytes - sent, MSG_DONTWAIT);
+        if (n > 0) sent += static_cast<size_t>(n);
+      }
+      const ssize_t n = san_recv(to, buf.data(), kBytes - got, MSG_DONTWAIT);
+      if (n > 0) got += static_cast<size_t>(n);
+    }
+  }
+  const pid_t child = fork();
+  if (child == 0) exit(0);  // its line: nothing of its own
+  int status = -1;
+  waitpid(child, &status, 0);
+  san_close(c);
+  san_close(s);
+  san_close(l);
+  if (geteuid() == 0) {
+    const passwd* nobody = getpwnam("nobody");
+    if (!nobody || setgid(nobody->pw_gid) != 0 || setuid(nobody->pw_uid) != 0) return 3;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 4;
+}
+
+TEST(SanReport, Child) {
+  if (!getenv(kChildVar)) GTEST_SKIP() << "run by the other cases as a child";
+  exit(ChildMain());
+}
+
+// One report line's fields.
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+unsigned long long Field(const std::string& line, const std::string& key) {
+  const size_t at = line.find(" " + key + "=");
+  return at == std::string::npos ? ~0ull : std::stoull(line.substr(at + key.size() + 2));
+}
+
+TEST(SanReport, EachProcessItsOwnLineEvenAfterGivingUpRoot) {
+  char dir[] = "/tmp/san-report-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);  // 0700: after setuid(nobody) the file cannot be opened
+  const std::string path = std::string(dir) + "/report";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv(kChildVar, "1", 1);
+    setenv("SAN_REPORT", path.c_str(), 1);
+    execl("/proc/self/exe", "report_test", "--gtest_filter=SanReport.Child", nullptr);
+    _exit(127);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const std::vector<std::string> lines = Lines(path);
+  unlink(path.c_str());
+  rmdir(dir);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(lines.size(), 2u) << "one line per process (the fork child's and its parent's)";
+  // The fork child exits first: its line counts nothing it did not do.
+  EXPECT_EQ(Field(lines[0], "shm_connections"), 0u) << lines[0];
+  EXPECT_EQ(Field(lines[0], "shm_bytes_sent"), 0u) << lines[0];
+  // The parent: both ends of its connection, each end's bytes once.
+  EXPECT_EQ(Field(lines[1], "shm_connections"), 2u) << lines[1];
+  EXPECT_EQ(Field(lines[1], "shm_bytes_sent"), 2 * kBytes) << lines[1];
+  EXPECT_EQ(Field(lines[1], "shm_bytes_received"), 2 * kBytes) << lines[1];
+}
+
+}  // namespace
