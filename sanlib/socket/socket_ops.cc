@@ -297,6 +297,12 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
     Result<std::unique_ptr<proto::Stream>> r = SetUpChannel(*s, *provider, addr, len);
     if (r.ok()) {
       stream = std::move(r).value();
+    } else if (r.status().code() == EACCES) {
+      // The listener's process runs as another user; the late upgrade proves the connection
+      // (its kernel socket) instead of the uid.
+      reason =
+          "the peer's SAN listener runs as another user: kernel TCP until the connection has "
+          "lived SAN_UPGRADE_DELAY_US, then shm (proved by the TCP connection itself)";
     } else if (r.status().code() == ECONNREFUSED) {
       reason = "no SAN listener at the peer (plain TCP server)";
       if (strcmp(provider->name(), "shm") != 0) {

@@ -342,6 +342,12 @@ Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const Connect
   if (data.length > ConnectData::kMax) return Status(EINVAL, "Connect: data length");
   Result<UniqueFd> sock = ConnectRendezvous(server, len);
   if (!sock.ok()) return sock.status();
+  // A listener of another user refuses us unless we bring a proof (ListenProved): say so now,
+  // rather than have it close the connection ("no listener").
+  if (data.proof_fd < 0) {
+    Status same = CheckPeerCredentials(sock->get());
+    if (!same.ok()) return Status(EACCES, "shm rendezvous: the listener runs as another user");
+  }
   parts_.peer_pid = PeerPid(sock->get());
 
   RequestMessage req{};

@@ -50,8 +50,9 @@ void ShmListener::AcceptPending() {
     Status s = proved_ ? Status::Ok() : CheckPeerCredentials(conn.get());
     if (!s.ok()) {
       // A client of another user (a server that dropped privileges, its clients root, say):
-      // its connection goes on over kernel TCP and may move later by proof (late_upgrade.h).
-      SAN_LOG_INFO("shm listener: %s", s.ToString().c_str());
+      // it knows already (ShmEndpoint::Connect looks at our uid first); its connection goes on
+      // over kernel TCP and may move later by proof (late_upgrade.h).
+      SAN_LOG_DEBUG("shm listener: %s", s.ToString().c_str());
       continue;  // closing it is the refusal
     }
     if (pending_.size() >= kMaxPending) Drop(0, ECONNREFUSED);  // the oldest makes room
