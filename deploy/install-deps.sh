@@ -2,9 +2,10 @@
 # Installs the Debian 12 packages sanlib needs to build, test and benchmark (uses sudo unless
 # already root). One list, used by the README's commands and by .ci/run. The second half are the
 # real peers the integration tests start: rpcbind and the system rpcgen (rpcgen_via, rpcvia),
-# vsftpd/lftp/curl/inetd (ftpd), the programs of the compat transparency suite, gRPC and Python's
-# grpcio (drpc), rdma-core and QEMU with the tools a Soft-RoCE guest needs (the verbs provider and
-# its tests in deploy/softroce/), and iproute2 for the network-namespace cluster (deploy/cluster/).
+# vsftpd/lftp/curl/inetd (ftpd), the programs of the compat transparency suite (Node.js among
+# them), gRPC and Python's grpcio (drpc), rdma-core and QEMU with the tools a Soft-RoCE guest
+# needs (the verbs provider and its tests in deploy/softroce/), and iproute2 for the
+# network-namespace cluster (deploy/cluster/).
 set -eu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -17,6 +18,7 @@ PACKAGES="
   libtirpc-dev rpcsvc-proto rpcbind
   libcrypt-dev libedit-dev lftp tnftp vsftpd curl openbsd-inetd
   netpipe-tcp sockperf iperf3 redis-server redis-tools memcached libmemcached-tools nginx-light wrk
+  nodejs
   python3 openssl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest

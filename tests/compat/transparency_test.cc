@@ -217,6 +217,28 @@ TEST_P(Transparency, OpenbsdInetdEchoService) {
   server->Stop(SIGTERM, 10000);
 }
 
+// Node.js's http server: libuv closes sockets with a raw close system call, which left the SAN
+// socket registered, and the next connection the kernel gave that fd number was reset (from
+// plain clients too). 20 short connections in a row, each a new curl, every one must get 200.
+TEST_P(Transparency, NodeHttpServerManyShortConnections) {
+  REQUIRE_TOOLS("node", "curl");
+  const uint16_t port = FreePort();
+  auto server =
+      Server({"node", SAN_TEST_PROGRAMS "/node_server.js", std::to_string(port)}, "server");
+  ASSERT_TRUE(WaitListening(port, 15000)) << server->Log();
+  for (int i = 0; i < 20; ++i) {
+    const std::string out = dir_ + "/got" + std::to_string(i);
+    auto client = Client(
+        {"curl", "-sS", "--fail", "-o", out, "http://127.0.0.1:" + std::to_string(port) + "/"},
+        "client" + std::to_string(i));
+    ASSERT_EQ(client->Wait(30000), 0) << "request " << i << ": " << client->Log();
+    EXPECT_EQ(Contents(out), std::string(1024, 'n')) << "request " << i;
+  }
+  const Usage u = UsageOf(report_, "curl");
+  EXPECT_EQ(u.shm_connections + u.tcp_connections, 20u);
+  server->Stop(SIGTERM, 10000);
+}
+
 TEST_P(Transparency, NginxPreforkAndCurl) {
   REQUIRE_TOOLS("nginx", "curl");
   const std::string www = dir_ + "/www";
