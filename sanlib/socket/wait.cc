@@ -2,6 +2,8 @@
 // by the data path (one socket), san_poll (any mix of SAN sockets and kernel fds) and compat's
 // epoll_wait (which sleeps in its own poll between ArmForSleep and FinishSleep).
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include <vector>
 
@@ -151,14 +153,40 @@ void FinishSleep(const std::vector<SleepWatch>& watches, const std::vector<pollf
   }
 }
 
+namespace {
+
+constexpr int kLimitedNapMs = 1;
+
+// Whether `n` fds are more than RLIMIT_NOFILE lets poll() watch.
+bool MoreFdsThanAllowed(size_t n) {
+  rlimit limit{};
+  return getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+         n > limit.rlim_cur;
+}
+
+}  // namespace
+
 int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count, pollfd* kernel_fds,
                    nfds_t kernel_count, int timeout_ms, const sigset_t* sigmask) {
   std::vector<pollfd> fds(kernel_fds, kernel_fds + kernel_count);
   std::vector<SleepWatch> watches;
   if (ArmForSleep(sockets, events, count, &fds, &watches)) return 1;
-  const int result =
-      kernel::ppoll(fds.data(), fds.size(), SleepTimeout(watches, timeout_ms), sigmask);
-  const int err = errno;
+  const int sleep_ms = SleepTimeout(watches, timeout_ms);
+  int result = kernel::ppoll(fds.data(), fds.size(), sleep_ms, sigmask);
+  int err = errno;
+  if (result < 0 && err == EINVAL && MoreFdsThanAllowed(fds.size())) {
+    // The process lowered RLIMIT_NOFILE below the fds we watch (vsftpd's sessions set it to 0
+    // after chroot): poll refuses, and no fd can be made for a wake-up either. Nap, then the
+    // caller looks at its sockets again (their readiness is in shared memory) -- a wake-up up to
+    // kLimitedNapMs late, instead of an EINVAL the program takes for a broken connection.
+    if (sleep_ms != 0) {
+      const timespec nap{
+          0, (sleep_ms < 0 || sleep_ms > kLimitedNapMs ? kLimitedNapMs : sleep_ms) * 1000000L};
+      nanosleep(&nap, nullptr);
+    }
+    result = 0;
+    err = 0;
+  }
   if (result > 0) {
     for (nfds_t i = 0; i < kernel_count; ++i) kernel_fds[i].revents = fds[i].revents;
   } else {
