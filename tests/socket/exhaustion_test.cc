@@ -1,0 +1,81 @@
+// Resource exhaustion at connection set-up (issue 17): a process whose fd limit leaves room for
+// its own sockets but not for all of sanlib's extra fds (a connection's segment, doorbells, epoll
+// set, fork holders; the other end's copies over SCM_RIGHTS) must get connected sockets that
+// carry every byte -- over kernel TCP with the reason when the set-up cannot get its fds, never
+// an error and never a hang. Run at several limits, so that the set-up runs out at each of its
+// steps (the eventfds, the epoll set, the listener's SCM_RIGHTS receive).
+// DISABLED: it fails today (issue 17 note, session 9). sanlib's own fds can take the room the
+// program's next socket() or accept() needed, which then fails with EMFILE where the kernel alone
+// would succeed: with room for 3 or 4 fds the listener's rendezvous (2 of ours) leaves none for the
+// client's socket(); with room for 15 or 16 the accepted channel's fds (received over SCM_RIGHTS by
+// the connection thread) leave none for accept(), and the client waits 5 s first. With room 5-14
+// the set-up runs out at one of its steps and the connection is kernel TCP with the reason, as it
+// should. Run with --gtest_also_run_disabled_tests.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "robust_util.h"
+
+namespace san::testing {
+namespace {
+
+int OpenFds() {
+  DIR* d = opendir("/proc/self/fd");
+  int n = 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1;
+}
+
+// In a child: the listener (with its rendezvous), the client and the accepted socket fit under
+// the limit; `room` more fds than there are open now.
+int RunWithRoom(int room) {
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    alarm(30);
+    const rlim_t limit = static_cast<rlim_t>(OpenFds() + room);
+    const rlimit tight{limit, limit};
+    if (setrlimit(RLIMIT_NOFILE, &tight) != 0) _exit(2);
+    uint16_t port = 0;
+    const int l = SanListener(&port);
+    if (l < 0) _exit(10 + errno % 10);
+    const int c = SanConnect(port);
+    if (c < 0) _exit(20 + errno % 10);
+    const int s = san_accept(l, nullptr, nullptr);
+    if (s < 0) _exit(30 + errno % 10);
+    const char out[] = "exhausted but working";
+    char in[sizeof out] = {};
+    if (san_send(c, out, sizeof out, 0) != static_cast<ssize_t>(sizeof out)) _exit(40);
+    if (san_recv(s, in, sizeof in, MSG_WAITALL) != static_cast<ssize_t>(sizeof in)) _exit(41);
+    if (std::memcmp(in, out, sizeof out) != 0) _exit(42);
+    if (san_send(s, in, sizeof in, 0) != static_cast<ssize_t>(sizeof in)) _exit(43);
+    if (san_recv(c, in, sizeof in, MSG_WAITALL) != static_cast<ssize_t>(sizeof in)) _exit(44);
+    san_info info{};
+    if (san_getinfo(c, &info) != 0) _exit(45);
+    // TCP must say why; shm means every fd fitted after all.
+    if (info.mode == SAN_MODE_TCP && info.fallback[0] == '\0') _exit(46);
+    _exit(0);
+  }
+  int status = -1;
+  if (waitpid(child, &status, 0) != child) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(Exhaustion, DISABLED_FdLimitAtSetUpGivesKernelTcpNotAnError) {
+  Watchdog watchdog(60);
+  for (int room = 3; room <= 16; ++room) {
+    EXPECT_EQ(RunWithRoom(room), 0)
+        << "room for " << room << " fds: exit codes 10s listen, 20s connect, 30s accept failed "
+        << "(errno%10); 40s the bytes or the reason";
+  }
+}
+
+}  // namespace
+}  // namespace san::testing
