@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,13 +37,35 @@ int CountEntries(const char* dir) {
 int OpenFds() { return CountEntries("/proc/self/fd") - 1; }
 int Threads() { return CountEntries("/proc/self/task"); }
 
-// Abstract unix sockets of sanlib's shm provider in this namespace.
+// Abstract unix sockets of sanlib's shm provider held by this process (other tests may run at
+// the same time in this network namespace: only our own fds' sockets count).
 int SanRendezvousSockets() {
+  std::set<unsigned long> ours;
+  DIR* d = opendir("/proc/self/fd");
+  while (dirent* e = readdir(d)) {
+    char target[64];
+    const ssize_t n =
+        readlink(("/proc/self/fd/" + std::string(e->d_name)).c_str(), target, sizeof target - 1);
+    unsigned long inode = 0;
+    if (n > 0 && (target[n] = '\0', std::sscanf(target, "socket:[%lu]", &inode) == 1)) {
+      ours.insert(inode);
+    }
+  }
+  closedir(d);
   std::ifstream in("/proc/net/unix");
   std::string line;
-  int n = 0;
-  while (std::getline(in, line)) n += line.find("@sanlib/shm/") != std::string::npos;
-  return n;
+  std::getline(in, line);  // header
+  int count = 0;
+  while (std::getline(in, line)) {
+    // Num RefCount Protocol Flags Type St Inode Path
+    unsigned long inode = 0;
+    char path[256] = "";
+    if (std::sscanf(line.c_str(), "%*s %*s %*s %*s %*s %*s %lu %255s", &inode, path) == 2 &&
+        std::strncmp(path, "@sanlib/shm/", 12) == 0 && ours.count(inode)) {
+      ++count;
+    }
+  }
+  return count;
 }
 
 TEST(Churn, ThousandsOfShortConnectionsLeaveNothingBehind) {
