@@ -66,17 +66,11 @@ Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr
     std::lock_guard<std::mutex> lock(mu_);
     Status st = StartThreadLocked();
     if (!st.ok()) return st;
-    served_.push_back(Served{listen_fd, late ? SocketId{} : IdOf(listen_fd), addr,
+    served_.push_back(Served{listen_fd, late ? SocketId{} : IdentityOf(listen_fd), addr,
                              std::move(listener), provider_caps, params, late});
   }
   eventfd_write(control_.get(), 1);
   return Status::Ok();
-}
-
-ConnectionThread::SocketId ConnectionThread::IdOf(int fd) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return SocketId{};
-  return SocketId{st.st_dev, st.st_ino};
 }
 
 void ConnectionThread::RemoveListener(int listen_fd) {

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/file_identity.h"
 #include "common/unique_fd.h"
 #include "fabric/provider.h"
 #include "proto/stream.h"
@@ -100,12 +101,7 @@ class ConnectionThread {
 
  private:
   // A listening socket's kernel identity: what a claimer's proof fd is compared with.
-  struct SocketId {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    bool operator==(const SocketId&) const = default;
-  };
-  static SocketId IdOf(int fd);
+  using SocketId = FileIdentity;
   struct Served {
     int listen_fd;
     SocketId id;

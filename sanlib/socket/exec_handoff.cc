@@ -81,30 +81,6 @@ void RearmTimer(proto::Stream& stream) {
   }
 }
 
-// Whether the other end of `s` is one of `ours` (both ends of a connection in this process).
-template <typename Map>
-bool PeerIsOurs(SanSocket& s, const Map& ours) {
-  sockaddr_storage local{}, peer{};
-  socklen_t llen = sizeof local, plen = sizeof peer;
-  if (kernel::getsockname(s.fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
-      kernel::getpeername(s.fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) {
-    return false;
-  }
-  for (const auto& entry : ours) {
-    SanSocket* other = entry.first;
-    if (other == &s) continue;
-    sockaddr_storage olocal{}, opeer{};
-    socklen_t ollen = sizeof olocal, oplen = sizeof opeer;
-    if (kernel::getsockname(other->fd, reinterpret_cast<sockaddr*>(&olocal), &ollen) == 0 &&
-        kernel::getpeername(other->fd, reinterpret_cast<sockaddr*>(&opeer), &oplen) == 0 &&
-        ollen == plen && oplen == llen && memcmp(&olocal, &peer, plen) == 0 &&
-        memcmp(&opeer, &local, llen) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
@@ -126,7 +102,7 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
   });
   if (candidates.empty()) return nullptr;
   if (!new_image_runs_layer) {
-    for (auto& [s, c] : candidates) c.peer_is_ours = PeerIsOurs(*s, candidates);
+    for (auto& [s, c] : candidates) c.peer_is_ours = PeerIsOurs(rt->table(), *s);
   }
   const uint64_t stdio_deadline = NowNs() + uint64_t{kStdioHolderWaitMs} * 1000000;
   // Connections moving to their kernel socket (the new image does not load the layer), with the
@@ -139,8 +115,7 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
     const bool on_stdio = !c.inherited.empty() && c.inherited.front() <= STDERR_FILENO;
     // Only a real process that alone holds the connection, with no other thread asleep on it,
     // may hand it on (to the new image's layer, or to the kernel socket).
-    const bool may_hand_on = !h->vfork_child_ && s->sleepers.load(std::memory_order_acquire) == 0 &&
-                             s->holders_read.valid() && s->holders_write.valid();
+    const bool may_hand_on = !h->vfork_child_ && MayHandOn(*s);
     const bool may_move = new_image_runs_layer && may_hand_on;
     // To the kernel socket: not when the peer is one of our own sockets (this thread, in exec,
     // would have to answer its own MOVE), and a failed exec must find such a pair as it was.

@@ -11,29 +11,10 @@
 namespace san {
 namespace {
 
-// Whether the other end of `s` is a socket of this process (it could not answer our MOVE while
-// this thread waits for it).
-bool PeerIsOurs(SocketTable& table, SanSocket& s) {
-  Result<sockaddr_storage> local = LocalAddress(s.fd);
-  Result<sockaddr_storage> peer = PeerAddress(s.fd);
-  if (!local.ok() || !peer.ok()) return false;
-  bool ours = false;
-  table.ForEach([&](SanSocket* other) {
-    if (ours || other == &s) return;
-    Result<sockaddr_storage> olocal = LocalAddress(other->fd);
-    Result<sockaddr_storage> opeer = PeerAddress(other->fd);
-    ours = olocal.ok() && opeer.ok() && proto::SameAddress(olocal.value(), peer.value()) &&
-           proto::SameAddress(opeer.value(), local.value());
-  });
-  return ours;
-}
-
 // Why `s` cannot move to TCP now, or nullptr if it can.
 const char* WhyNotMovable(SocketTable& table, SanSocket& s) {
-  if (s.sleepers.load(std::memory_order_acquire) != 0) return "another thread waits on it";
-  if (!s.holders_read.valid() || !s.holders_write.valid() || OthersHold(s)) {
-    return "another process of ours holds it";
-  }
+  if (!MayHandOn(s)) return "another thread waits on it, or it has no fork-holder pipe";
+  if (OthersHold(s)) return "another process of ours holds it";
   if (PeerIsOurs(table, s)) return "its peer is in this process";
   return nullptr;
 }

@@ -10,6 +10,7 @@
 
 #include "common/fd_placement.h"
 #include "common/log.h"
+#include "socket/socket_ops.h"
 
 namespace san {
 
@@ -44,6 +45,26 @@ bool OthersHold(SanSocket& s) {
   while (::syscall(SYS_read, s.holders_read.get(), drain, sizeof drain) > 0) {
   }
   return others;
+}
+
+bool MayHandOn(const SanSocket& s) {
+  return s.sleepers.load(std::memory_order_acquire) == 0 && s.holders_read.valid() &&
+         s.holders_write.valid();
+}
+
+bool PeerIsOurs(SocketTable& table, SanSocket& s) {
+  Result<sockaddr_storage> local = LocalAddress(s.fd);
+  Result<sockaddr_storage> peer = PeerAddress(s.fd);
+  if (!local.ok() || !peer.ok()) return false;
+  bool ours = false;
+  table.ForEach([&](SanSocket* other) {
+    if (ours || other == &s) return;
+    Result<sockaddr_storage> olocal = LocalAddress(other->fd);
+    Result<sockaddr_storage> opeer = PeerAddress(other->fd);
+    ours = olocal.ok() && opeer.ok() && proto::SameAddress(olocal.value(), peer.value()) &&
+           proto::SameAddress(opeer.value(), local.value());
+  });
+  return ours;
 }
 
 }  // namespace san

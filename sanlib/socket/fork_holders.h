@@ -1,3 +1,9 @@
+// Whether a SAN connection is this thread's alone to hand on (exec_handoff.h, fd_passing.h):
+//   MayHandOn   no other thread of ours sleeps on it, and its fork-holder pipe exists;
+//   OthersHold  another process still holds it;
+//   PeerIsOurs  its other end is a socket of this process too (it could not answer a move while
+//               this thread waits for the answer).
+//
 // OthersHold: whether another process still holds a SAN socket (SanSocket::holders_*, the
 // fork-holder pipe of docs/sockets.md "Fork"). Every holder has a read end of the holders pipe
 // (fork copies it, close and exec drop it), so with ours closed a write to the pipe fails with
@@ -12,9 +18,12 @@
 #pragma once
 
 #include "socket/san_socket.h"
+#include "socket/socket_table.h"
 
 namespace san {
 
+bool MayHandOn(const SanSocket& s);
 bool OthersHold(SanSocket& s);
+bool PeerIsOurs(SocketTable& table, SanSocket& s);
 
 }  // namespace san

@@ -1,6 +1,4 @@
 #include "socket/runtime.h"
-
-#include "common/this_pid.h"
 #include "socket/late_upgrade.h"
 
 #include <errno.h>
@@ -8,7 +6,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,7 +14,9 @@
 
 #include "common/clock.h"
 #include "common/fd_placement.h"
+#include "common/file_identity.h"
 #include "common/log.h"
+#include "common/this_pid.h"
 #include "fabric/address.h"
 #include "fabric/registry.h"
 #include "socket/socket_ops.h"
@@ -66,12 +65,7 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
 void Runtime::AfterForkChild() {
   Runtime& rt = Get();
   rt.pid_.store(getpid());
-  for (std::atomic<uint64_t>* c :
-       {&rt.usage_.shm_connections, &rt.usage_.tcp_connections, &rt.usage_.shm_bytes_sent,
-        &rt.usage_.shm_bytes_received, &rt.usage_.verbs_connections, &rt.usage_.verbs_bytes_sent,
-        &rt.usage_.verbs_bytes_received, &rt.usage_.verbs_zero_copy_bytes_sent}) {
-    c->store(0);  // this process's own from now on (usage())
-  }
+  rt.usage_.Reset();  // this process's own from now on (usage())
   rt.closer_.AfterForkChild();
   rt.connections_.AfterForkChild();
   rt.table_.AfterForkChild();
@@ -148,8 +142,7 @@ void Runtime::OpenReport() {
     return;
   }
   report_fd_.reset(PlaceHigh(fd));
-  struct stat st {};
-  report_ino_ = fstat(report_fd_.get(), &st) == 0 ? st.st_ino : 0;
+  report_id_ = IdentityOf(report_fd_.get());
 }
 
 void Runtime::WriteReport() {
@@ -172,8 +165,7 @@ void Runtime::WriteReport() {
   // One write(2) with O_APPEND: lines of concurrent processes do not interleave.
   // The program may have closed our fd (a loop over every number) and reused the number: write
   // only to the file we opened.
-  struct stat st {};
-  if (report_fd_.valid() && (fstat(report_fd_.get(), &st) != 0 || st.st_ino != report_ino_)) {
+  if (report_fd_.valid() && IdentityOf(report_fd_.get()) != report_id_) {
     (void)report_fd_.release();  // not ours any more
   }
   if (!report_fd_.valid()) OpenReport();  // not open at start, or lost: try again

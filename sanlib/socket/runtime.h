@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/file_identity.h"
 #include "common/unique_fd.h"
 #include "fabric/provider.h"
 #include "proto/stream.h"
@@ -68,6 +69,13 @@ class Runtime {
     // Bytes sent from the application's memory (no staging copy: proto::StreamParams::
     // zero_copy_min), on verbs connections.
     std::atomic<uint64_t> verbs_zero_copy_bytes_sent{0};
+    void Reset() {
+      for (std::atomic<uint64_t>* c : {&shm_connections, &tcp_connections, &shm_bytes_sent,
+                                       &shm_bytes_received, &verbs_connections, &verbs_bytes_sent,
+                                       &verbs_bytes_received, &verbs_zero_copy_bytes_sent}) {
+        c->store(0);
+      }
+    }
   };
   Usage& usage() { return usage_; }
   // SAN_REPORT counts each process's own connections: a fork child starts from zero (what it
@@ -112,7 +120,7 @@ class Runtime {
   CloseThread closer_;
   Usage usage_;
   UniqueFd report_fd_;  // SAN_REPORT, opened at start (see usage())
-  ino_t report_ino_ = 0;
+  FileIdentity report_id_;
   std::atomic<int> pid_{0};
   fabric::Provider* shm_ = nullptr;
   std::string shm_unavailable_;

@@ -17,8 +17,6 @@
 #include "socket/rendezvous_owner.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
-
-#include <sys/stat.h>
 #include "socket/tcp_move.h"
 
 namespace san {
@@ -178,8 +176,7 @@ SanSocket* Track(int fd, bool nonblocking) {
   }
   if (rt.table().Find(fd)) ReleaseGhost(fd);  // the kernel just gave this number out
   auto* s = new SanSocket(fd);
-  struct stat st {};
-  if (fstat(fd, &st) == 0) s->kernel_ino = st.st_ino;
+  s->kernel_id = IdentityOf(fd);
   s->nonblocking.store(nonblocking);
   if (!rt.table().Insert(s)) {
     delete s;  // beyond the table's range: stays a plain kernel socket
@@ -437,9 +434,9 @@ void ReleaseNumber(int fd, bool kernel_fd_valid) {
 void Release(int fd) { ReleaseNumber(fd, true); }
 
 bool IsGhost(int fd, const SanSocket& s) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return errno == EBADF;
-  return s.kernel_ino != 0 && (!S_ISSOCK(st.st_mode) || st.st_ino != s.kernel_ino);
+  const FileIdentity now = IdentityOf(fd);
+  if (!now.known()) return errno == EBADF;
+  return s.kernel_id.known() && now != s.kernel_id;
 }
 
 void ReleaseGhost(int fd) {

@@ -24,11 +24,11 @@ namespace san {
 // How long a mover waits for the peer's MOVED and then for the kernel to take the handover.
 constexpr int kMoveWaitMs = 1000;
 
-// The mover's half (`why` becomes the socket's reason, after "moved to kernel TCP: "). Ok: the socket is kTcp (its spent stream stays until close) and the kernel
-// socket carries the connection at the offsets both ends agree on. Otherwise nothing moved; if
-// MOVE had gone out the stream is failed (the peer's relay sees ECONNRESET when our kernel socket
-// closes), so the caller must not go on using it over SAN (ExecHandoff gives the new image a reset
-// socket).
+// The mover's half (`why` becomes the socket's reason, after "moved to kernel TCP: "). Ok: the
+// socket is kTcp (its spent stream stays until close) and the kernel socket carries the connection
+// at the offsets both ends agree on. Otherwise nothing moved; if MOVE had gone out the stream is
+// failed (the peer's relay sees ECONNRESET when our kernel socket closes), so the caller must not
+// go on using it over SAN (ExecHandoff gives the new image a reset socket).
 Status MoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why);
 // MoveToTcp in two halves, so that a process moving several connections waits for all their
 // peers at once: Start posts MOVE (nothing has changed if it fails), Finish does the rest.
