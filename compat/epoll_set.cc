@@ -178,15 +178,32 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
       kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
       return Wait(epfd, events, max_events, left, sigmask);
     }
-    const int n = Real().epoll_pwait(epfd, events, max_events, left, sigmask);
+    // A member that may still move to shm (a late upgrade: socket/late_upgrade.h) can do so in
+    // another thread's call while we sleep here, after which its kernel registration may never
+    // fire again (the peer's wake byte read, or its edge reported already): sleep in naps then,
+    // and look at the set again after each (RefreshLocked makes a moved member a SAN one).
+    const bool may_move = HasMembersThatMayMove(epfd);
+    const int nap = may_move && (left < 0 || left > kMovingNapMs) ? kMovingNapMs : left;
+    const int n = Real().epoll_pwait(epfd, events, max_events, nap, sigmask);
     kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (n <= 0) return n;
-    const int kept = DropKicks(events, n);
+    if (n < 0 || (n == 0 && nap == left)) return n;
+    const int kept = n > 0 ? DropKicks(events, n) : 0;
     if (kept > 0) return kept;
+    if (may_move) Refresh(epfd);
     if (HasSanMembers(epfd)) return Wait(epfd, events, max_events, left, sigmask);
     if (!budget) budget.emplace(timeout_ms, 0);
     left = budget->remaining_ms();
     if (left == 0) return 0;
+  }
+}
+
+void EpollSet::Refresh(int epfd) {
+  Registry& r = Sets();
+  std::shared_lock<std::shared_mutex> reg(r.lifetime);
+  if (EpollSet* set = Find(epfd, false)) {
+    auto pin = Table().Pin();
+    std::lock_guard<std::mutex> lock(set->mu_);
+    set->RefreshLocked(epfd);
   }
 }
 
@@ -207,6 +224,14 @@ void EpollSet::PublishSizesLocked() {
 bool EpollSet::HasSanMembers(int epfd) {
   EpollSet* set = Sets().sets.Find(epfd);
   return set && set->san_size_.load(std::memory_order_seq_cst) > 0;
+}
+
+bool EpollSet::HasMembersThatMayMove(int epfd) {
+  // The kernel's registrations that RefreshLocked keeps: sockets not settled yet, and late
+  // upgrade candidates (settled TCP sockets and listeners are dropped from members_).
+  EpollSet* set = Sets().sets.Find(epfd);
+  return set && set->size_.load(std::memory_order_seq_cst) >
+                    set->san_size_.load(std::memory_order_seq_cst);
 }
 
 bool EpollSet::Involved(int epfd) {

@@ -67,6 +67,9 @@ class EpollSet {
   static bool Involved(int epfd);
   // True if the set has members that are not pending (SAN connections now).
   static bool HasSanMembers(int epfd);
+  // True if the set has pending members, which may become SAN ones (not settled yet, or late
+  // upgrade candidates): a thread asleep in the kernel must look again now and then.
+  static bool HasMembersThatMayMove(int epfd);
   // epoll_pwait on epfd (sigmask may be null).
   static int Wait(int epfd, epoll_event* events, int max_events, int timeout_ms,
                   const sigset_t* sigmask);
@@ -79,6 +82,8 @@ class EpollSet {
                         const sigset_t* sigmask);
   // Removes our kick events from the n events the kernel returned; returns how many are left.
   static int DropKicks(epoll_event* events, int n);
+  // How long KernelWait sleeps at a time while HasMembersThatMayMove.
+  static constexpr int kMovingNapMs = 5;
 
  private:
   struct Member {
@@ -104,6 +109,8 @@ class EpollSet {
   void DropFdLocked(int fd, bool live);
   // Drops members whose socket is gone and settles pending ones (mu_ and the pin held).
   void RefreshLocked(int epfd);
+  // RefreshLocked, taking the registry's, the table's and the set's locks.
+  static void Refresh(int epfd);
   // Appends SAN members' events (up to max) to events; returns how many (mu_ and the pin held).
   int CollectLocked(epoll_event* events, int max);
   Member* FindLocked(int fd);

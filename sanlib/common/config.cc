@@ -93,10 +93,15 @@ const std::vector<SettingInfo>& Settings() {
       {"SAN_LINGER_MS", "2000", "close thread waits this long for FIN/FINACK before aborting"},
       {"SAN_SETUP", "eager",
        "eager|late: eager sets up a local connection's shm channel in connect(); late starts "
-       "every connection on kernel TCP and moves it to shm once it has lived SAN_UPGRADE_DELAY_US"},
+       "every connection on kernel TCP and moves it to shm once it has lived "
+       "SAN_UPGRADE_DELAY_US or carried SAN_UPGRADE_BYTES (a short connection costs what TCP "
+       "costs)"},
       {"SAN_UPGRADE_DELAY_US", "20000",
        "how long a local connection runs on kernel TCP before both ends move it to shm (late "
        "set-up, and connections the eager set-up could not equip)"},
+      {"SAN_UPGRADE_BYTES", "262144",
+       "a local connection that has carried this many bytes (both ways) moves to shm at once, "
+       "before SAN_UPGRADE_DELAY_US (0 = by time only)"},
       {"SAN_LOG", "warn", "error|warn|info|debug"},
       {"SAN_LOG_FILE", "",
        "where log lines go: a file to append to, stderr, syslog or none; unset: stderr, unless "
@@ -161,6 +166,7 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
     }
   }
   num("SAN_UPGRADE_DELAY_US", 0, 600000000, &c.upgrade_delay_us);
+  num("SAN_UPGRADE_BYTES", 0, 1u << 30, &c.upgrade_bytes);
   if (const char* v = getenv_fn("SAN_LOG")) {
     if (!ParseLogLevel(v, &c.log_level)) bad("SAN_LOG", v);
   }

@@ -40,13 +40,15 @@ struct Config {
   // call, instead of through a staging slot (0 = never; providers with kCapRegisteredSend only).
   uint32_t zero_copy_min = 256u << 10;
   uint32_t linger_ms = 2000;  // how long the close thread waits for FIN/FINACK before aborting
-  // Connection set-up (docs/sockets.md "Connection set-up"). eager: a client sets up its shm
-  // channel with the listener's rendezvous before connect() returns. late: every connection starts
-  // on kernel TCP and both ends move it to shm once it has lived upgrade_delay_us (short
-  // connections cost what TCP costs). A connection the eager set-up could not equip (its
-  // listener's owner gone, no rendezvous) is moved late in either mode.
+  // Connection set-up (docs/sockets.md "Connection set-up"). eager (the default): a client sets
+  // up its shm channel with the listener's rendezvous before connect() returns. late: every
+  // connection starts on kernel TCP and both ends move it to shm once it has lived
+  // upgrade_delay_us or carried upgrade_bytes (short connections cost what TCP costs). A
+  // connection the eager set-up could not equip (its listener's owner gone, no rendezvous) is
+  // moved late in either mode.
   bool late_setup = false;
   uint32_t upgrade_delay_us = 20000;
+  uint32_t upgrade_bytes = 256u << 10;  // 0: by time only
   LogLevel log_level = LogLevel::kWarn;
   // SAN_LOG_FILE: where log lines go (common/log.h): "" = stderr unless fd 2 is a network socket
   // (then syslog), "stderr", "syslog", "none", or a file to append to.

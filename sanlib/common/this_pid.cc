@@ -1,29 +1,41 @@
 #include "common/this_pid.h"
 
-#include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <new>
 
 namespace san {
 namespace {
 
-std::atomic<pid_t> g_pid{0};
+// The page holding the cached pid, zeroed by the kernel in a child; null where the kernel does not
+// do that (then nothing is cached).
+std::atomic<pid_t>* WipedInChildren() {
+  static std::atomic<pid_t>* const slot = []() -> std::atomic<pid_t>* {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    if (madvise(p, page, MADV_WIPEONFORK) != 0) {
+      munmap(p, page);
+      return nullptr;
+    }
+    return new (p) std::atomic<pid_t>(0);  // all-zero bytes: what a child finds, too
+  }();
+  return slot;
+}
 
 }  // namespace
 
 pid_t ThisPid() {
-  pid_t pid = g_pid.load(std::memory_order_relaxed);
+  std::atomic<pid_t>* slot = WipedInChildren();
+  if (!slot) return getpid();
+  pid_t pid = slot->load(std::memory_order_relaxed);
   if (pid == 0) {
-    static const int registered =
-        pthread_atfork(nullptr, nullptr, [] { g_pid.store(0, std::memory_order_relaxed); });
-    (void)registered;
     pid = getpid();
-    g_pid.store(pid, std::memory_order_relaxed);
+    slot->store(pid, std::memory_order_relaxed);
   }
   return pid;
 }
-
-void ForgetPid() { g_pid.store(0, std::memory_order_relaxed); }
 
 }  // namespace san

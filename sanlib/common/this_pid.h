@@ -1,10 +1,13 @@
 // ThisPid: the calling process's pid without a syscall (glibc no longer caches getpid()), for the
 // hot paths that ask it several times per call (the sleep protocol's waiter slots, a thread's wake
-// fd, single-copy window ownership).
+// fd, single-copy window ownership) and for telling, at each socket call, whether this process is
+// a child that no atfork handler told about (a raw clone(): Runtime::CheckMissedFork).
 //
-// Cached per process; a pthread_atfork child handler clears it, so a fork child asks the kernel
-// once. A vfork child runs no atfork handlers and sees its parent's pid here: code that must tell
-// a vfork child from its parent (exec) asks the kernel itself.
+// The cached pid lives in a page the kernel zeroes in every child that does not share our memory
+// (MADV_WIPEONFORK, Linux 4.14): fork() and raw clone() children alike ask the kernel once. A
+// vfork child shares the page and sees its parent's pid here: code that must tell a vfork child
+// from its parent (exec) asks the kernel itself. Where the advice is refused, every call asks the
+// kernel.
 // Thread-safety: thread-safe (an atomic).
 #pragma once
 
@@ -13,7 +16,5 @@
 namespace san {
 
 pid_t ThisPid();
-// Forgets the cached pid: for a child that no atfork handler told (a raw clone(), Runtime).
-void ForgetPid();
 
 }  // namespace san

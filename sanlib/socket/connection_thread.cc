@@ -305,15 +305,20 @@ void ConnectionThread::Run() {
       owners.push_back(nullptr);
     }
     // A bounded sleep so broken, unclaimed channels are reaped even when nothing else happens;
-    // shorter when a late upgrade is due.
+    // shorter when a late upgrade is due, but never less than kLateBatchMs then: under a stream of
+    // short connections (each one an entry, most closed long before they are due) the thread
+    // wakes some 100 times a second, not once per connection, and a move starts at most that much
+    // after its delay.
+    constexpr uint64_t kLateBatchMs = 10;
     int timeout_ms = 1000;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!late_.empty()) {
         const uint64_t now = NowNs();
         const uint64_t due = late_.front().due_ns;
-        timeout_ms =
-            due <= now ? 0 : static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 1000));
+        timeout_ms = due <= now ? 0
+                                : static_cast<int>(std::clamp<uint64_t>((due - now) / 1000000 + 1,
+                                                                        kLateBatchMs, 1000));
       }
     }
     stepping.unlock();  // a fork may happen while we sleep, not in the middle of a step

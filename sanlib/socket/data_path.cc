@@ -18,20 +18,14 @@ namespace {
 // recv, for instance).
 constexpr int kRefusedSendFlags = MSG_OOB;  // urgent data
 
-// sendmsg/recvmsg of an iovec array on the kernel socket: sockets sanlib does not carry, and the
-// rest of a call whose connection continues over the kernel socket.
+// An iovec array on the kernel socket: sockets sanlib does not carry, and the rest of a call
+// whose connection continues over the kernel socket.
 ssize_t KernelSendIov(int fd, const iovec* iov, int iovcnt, int flags) {
-  msghdr msg{};
-  msg.msg_iov = const_cast<iovec*>(iov);
-  msg.msg_iovlen = static_cast<size_t>(iovcnt);
-  return kernel::sendmsg(fd, &msg, flags);
+  return kernel::sendv(fd, iov, static_cast<size_t>(iovcnt), flags);
 }
 
 ssize_t KernelRecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
-  msghdr msg{};
-  msg.msg_iov = const_cast<iovec*>(iov);
-  msg.msg_iovlen = static_cast<size_t>(iovcnt);
-  return kernel::recvmsg(fd, &msg, flags);
+  return kernel::recvv(fd, iov, static_cast<size_t>(iovcnt), flags);
 }
 
 void RaiseSigpipe(int flags) {
@@ -44,26 +38,34 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
   bool on_tcp = false;
   SanSocket* s = DataSocket(fd, &on_tcp);
   if (!s) return KernelSendIov(fd, iov, iovcnt, flags);
-  if (on_tcp) {
-    const ssize_t n = LateKernelSend(*s, iov, iovcnt, flags);
-    if (n >= 0 || errno != kLateSwitched) return n;
-  }
-  if (flags & kRefusedSendFlags) {
-    errno = EOPNOTSUPP;
-    return -1;
-  }
   if (iovcnt < 0 || iovcnt > IOV_MAX) {
     errno = EINVAL;
     return -1;
   }
   const bool nonblocking = (flags & MSG_DONTWAIT) || s->nonblocking.load(std::memory_order_relaxed);
+  // A blocking send returns only when everything is taken (or on error): walk the iovec.
+  IovRemainder rest(iov, iovcnt);
+  size_t total = 0;
+  if (on_tcp) {
+    const ssize_t n = LateKernelSend(*s, iov, iovcnt, flags);
+    if (n < 0 && errno != kLateSwitched) return n;
+    if (n >= 0) {
+      // A blocking bulk send whose socket switched after a part: the rest goes over the stream.
+      if (rest.Advance(static_cast<size_t>(n)) || nonblocking ||
+          s->mode.load(std::memory_order_acquire) != SocketMode::kShm) {
+        return n;
+      }
+      total = static_cast<size_t>(n);
+    }
+  }
+  if (flags & kRefusedSendFlags) {
+    errno = EOPNOTSUPP;
+    return -1;
+  }
   // Single copy: a large request goes straight into a window the receiver advertised, if there is
   // one (the write completes inside the call, so nonblocking sends may use it too).
   const Config& config = Runtime::Get().config();
   const size_t window_min = config.single_copy ? config.single_copy_min : 0;
-  // A blocking send returns only when everything is taken (or on error): walk the iovec.
-  IovRemainder rest(iov, iovcnt);
-  size_t total = 0;
   CallDeadline deadline;
   for (;;) {
     bool buffered = false;

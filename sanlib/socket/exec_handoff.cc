@@ -242,6 +242,9 @@ bool ExecHandoff::Move(SanSocket& s, std::vector<int> numbers, bool close_on_arr
 }
 
 void ExecHandoff::Swap(int number) {
+  // The sweep must not learn the placeholder as the socket, should the exec fail and the socket
+  // come back: learned now (IsGhost's first look).
+  if (SanSocket* s = Runtime::Get().table().Find(number)) (void)IsGhost(number, *s);
   UniqueFd saved(DupHigh(number));
   UniqueFd placeholder = MakeResetSocket();
   if (!saved.valid() || !placeholder.valid() || Dup3(placeholder.get(), number) < 0) {

@@ -120,7 +120,17 @@ ssize_t SendFromFile(int sock, int in_fd, off_t* offset, size_t count) {
   if (!s) return kernel::sendfile(sock, in_fd, offset, count);
   if (on_tcp) {
     const ssize_t n = LateKernelSendFile(*s, in_fd, offset, count);
-    if (n >= 0 || errno != kLateSwitched) return n;
+    if (n < 0 && errno != kLateSwitched) return n;
+    if (n >= 0) {
+      // A blocking bulk sendfile whose socket switched after a part: the rest goes over the
+      // stream (from the position the kernel's part left).
+      if (static_cast<size_t>(n) == count || s->nonblocking.load(std::memory_order_relaxed) ||
+          s->mode.load(std::memory_order_acquire) != SocketMode::kShm) {
+        return n;
+      }
+      const ssize_t more = SendFromFile(sock, in_fd, offset, count - static_cast<size_t>(n));
+      return more > 0 ? n + more : n;
+    }
   }
   // The file is read at an explicit position, so a partial send (nonblocking, interrupted) leaves
   // the position just past what was sent, as the kernel's sendfile does. Files that cannot pread

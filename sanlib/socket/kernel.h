@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,22 @@ inline ssize_t send(int fd, const void* buf, size_t len, int flags) {
 }
 inline ssize_t recv(int fd, void* buf, size_t len, int flags) {
   return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
+}
+// An iovec array's send/recv: sendto/recvfrom for a single buffer (the kernel's cheaper path,
+// what most programs call), sendmsg/recvmsg otherwise.
+inline ssize_t sendv(int fd, const iovec* iov, size_t iovcnt, int flags) {
+  if (iovcnt == 1) return kernel::send(fd, iov[0].iov_base, iov[0].iov_len, flags);
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = iovcnt;
+  return kernel::sendmsg(fd, &m, flags);
+}
+inline ssize_t recvv(int fd, const iovec* iov, size_t iovcnt, int flags) {
+  if (iovcnt == 1) return kernel::recv(fd, iov[0].iov_base, iov[0].iov_len, flags);
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = iovcnt;
+  return kernel::recvmsg(fd, &m, flags);
 }
 inline ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   return ::syscall(SYS_sendfile, out_fd, in_fd, offset, count);

@@ -26,10 +26,13 @@ namespace {
 constexpr uint64_t kMs = 1000000;
 // The lower end keeps its private rendezvous open this long for the upper end to come.
 constexpr uint64_t kListenForNs = 10000 * kMs;
-// The upper end tries this many times, 1, 2, 4 ... ms apart, then every second (some ten seconds
-// in all: the lower end opens its side at its first data call after the delay).
-constexpr uint32_t kMaxAttempts = 20;
-constexpr uint32_t kDoublings = 10;
+// The upper end tries this many times, 0.1, 0.2, 0.4 ... ms apart, then every 1.6 s (some fifteen
+// seconds in all: the lower end opens its side at its first data call after the delay, or from
+// its connection thread). The first tries come soon: a connection proved by its bytes is in the
+// middle of a bulk transfer, which may be over in a few milliseconds.
+constexpr uint64_t kRetryBaseNs = kMs / 10;
+constexpr uint32_t kMaxAttempts = 24;
+constexpr uint32_t kDoublings = 14;
 // How long the upper end's connect (inside one of the application's data calls) waits for the
 // lower end's connection thread to answer; past it the connection stays TCP.
 constexpr int kConnectWaitMs = 200;
@@ -40,6 +43,9 @@ constexpr int kStepNapMs = 5;
 // the socket is nonblocking: once per connection, instead of an EAGAIN the program did not expect
 // after a readiness.
 constexpr uint64_t kAfterWakeNs = kMs / 2;
+// Once a connection has proved itself by its bytes, a blocking bulk send goes to the kernel in
+// parts of this size, with a set-up step between them, until the socket switches.
+constexpr uint64_t kPartBytes = 256 << 10;
 
 std::atomic<int> next_token{-2};
 
@@ -113,6 +119,20 @@ void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   s.late_pending.store(false, std::memory_order_release);
 }
 
+// Whether the connection has carried SAN_UPGRADE_BYTES over TCP (the delay no longer applies).
+bool ProvedByBytes(const LateUpgrade& u) {
+  const uint64_t threshold = Runtime::Get().config().upgrade_bytes;
+  return threshold != 0 && u.carried.load(std::memory_order_relaxed) >= threshold;
+}
+
+// How many bytes a blocking send may hand the kernel in one part (late_upgrade.h).
+uint64_t PartLimit(const LateUpgrade& u) {
+  const uint64_t threshold = Runtime::Get().config().upgrade_bytes;
+  if (threshold == 0) return ~uint64_t{0};
+  const uint64_t carried = u.carried.load(std::memory_order_relaxed);
+  return carried < threshold ? threshold - carried : kPartBytes;
+}
+
 // Which end we are (mu held): learned once, at the first step (a connection that never gets
 // there costs no getsockname).
 Status LearnRoles(SanSocket& s, LateUpgrade& u) {
@@ -132,8 +152,9 @@ void Advance(SanSocket& s, LateUpgrade& u) {
   const uint64_t now = NowNs();
   switch (u.phase.load()) {
     case LatePhase::kWaiting: {
-      if (now < u.next_ns) return;
+      if (now < u.next_ns && !ProvedByBytes(u)) return;
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
+      u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
         u.phase.store(LatePhase::kConnecting);
         return Advance(s, u);
@@ -172,7 +193,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       } else if (++u.attempts >= kMaxAttempts) {
         FailLocked(s, u, "the peer never opened its side (not a sanlib process?)");
       } else {
-        u.next_ns = now + (kMs << std::min(u.attempts - 1, kDoublings));
+        u.next_ns = now + (kRetryBaseNs << std::min(u.attempts - 1, kDoublings));
       }
       return;
     }
@@ -274,7 +295,10 @@ std::optional<uint64_t> PeerEnd(LateUpgrade& u, SanSocket& s) {
 // Returns the bytes that are the caller's.
 ssize_t Account(LateUpgrade& u, ssize_t n, bool peek, const std::optional<uint64_t>& end) {
   const uint64_t first = u.consumed;
-  if (!peek) u.consumed += static_cast<uint64_t>(n);
+  if (!peek) {
+    u.consumed += static_cast<uint64_t>(n);
+    u.carried.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  }
   if (end && first + static_cast<uint64_t>(n) > *end) {
     if (!peek) u.peer_wake_taken = true;
     n = static_cast<ssize_t>(*end - first);
@@ -300,10 +324,7 @@ ssize_t ReadKernel(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt, i
   char wake;
   std::vector<iovec> v = Limited(iov, iovcnt, limit);
   if (end && u.consumed == *end) v.assign(1, iovec{&wake, 1});  // only the wake byte is left
-  msghdr m{};
-  m.msg_iov = v.data();
-  m.msg_iovlen = v.size();
-  ssize_t n = kernel::recvmsg(s.fd, &m, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+  ssize_t n = kernel::recvv(s.fd, v.data(), v.size(), (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
   if (n == 0) *eof = true;
   if (n <= 0) return n;
   if (!end) end = PeerEnd(u, s);  // the wake byte may be what woke us
@@ -376,7 +397,7 @@ bool LateStep(SanSocket& s) {
   if (phase == LatePhase::kSwitched || phase == LatePhase::kFailed) {
     return s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
   }
-  if (phase < LatePhase::kReady && NowNs() < u.next_ns) return false;
+  if (phase < LatePhase::kReady && NowNs() < u.next_ns && !ProvedByBytes(u)) return false;
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   Advance(s, u);
@@ -419,24 +440,75 @@ ssize_t CountedKernelCall(SanSocket& s, Call call) {
   if (!EnterKernel(s)) return Switched();
   const ssize_t n = call();
   const int err = errno;
+  if (n > 0) s.late->carried.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   s.late->io.fetch_sub(1);
   errno = err;
   return n;
 }
 
+// A blocking bulk send or sendfile in parts (late_upgrade.h): `send_part(limit)` hands the kernel
+// at most `limit` bytes of what is left (the count it returns, -1 with errno), `advance(n)` takes
+// n bytes off and says whether nothing is left. Between parts, a set-up step: once the socket
+// switched, the caller sends the rest over the stream; once the upgrade failed, the rest goes in
+// one kernel call, as without us.
+template <typename SendPart, typename TakeOff>
+ssize_t SendInParts(SanSocket& s, SendPart send_part, TakeOff advance) {
+  size_t total = 0;
+  for (;;) {
+    const uint64_t limit = LatePending(s) ? PartLimit(*s.late) : ~uint64_t{0};
+    const ssize_t n = CountedKernelCall(s, [&] { return send_part(limit); });
+    // After a part went out, an error shows at the next call (as the kernel's would), and a
+    // switch means the caller sends the rest over the stream.
+    if (n < 0) return total > 0 ? static_cast<ssize_t>(total) : n;
+    total += static_cast<size_t>(n);
+    if (advance(static_cast<size_t>(n)) || static_cast<uint64_t>(n) < limit) {
+      return static_cast<ssize_t>(total);  // all of it, or the kernel took less (a signal, a timeout)
+    }
+    if (LateStep(s)) return static_cast<ssize_t>(total);  // switched: the rest goes over shm
+    if (s.late->phase.load() == LatePhase::kReady) {
+      // The channel is made; the upper end's switch waits for room in the send queue for its
+      // wake byte (TrySwitch), and a blocking part leaves the queue full: let it drain a little.
+      pollfd p{s.fd.load(), POLLOUT, 0};
+      kernel::poll(&p, 1, kStepNapMs);
+      if (LateStep(s)) return static_cast<ssize_t>(total);
+    }
+  }
+}
+
+bool Blocking(const SanSocket& s, int flags) {
+  return !(flags & MSG_DONTWAIT) && !s.nonblocking.load(std::memory_order_relaxed);
+}
+
 }  // namespace
 
 ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
-  return CountedKernelCall(s, [&] {
-    msghdr m{};
-    m.msg_iov = const_cast<iovec*>(iov);
-    m.msg_iovlen = static_cast<size_t>(iovcnt);
-    return kernel::sendmsg(s.fd, &m, flags);
-  });
+  size_t want = 0;
+  for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
+  if (!Blocking(s, flags) || want <= PartLimit(*s.late)) {
+    return CountedKernelCall(
+        s, [&] { return kernel::sendv(s.fd, iov, static_cast<size_t>(iovcnt), flags); });
+  }
+  IovRemainder rest(iov, iovcnt);
+  return SendInParts(
+      s,
+      [&](uint64_t limit) {
+        std::vector<iovec> part = Limited(rest.data(), rest.count(), limit);
+        return kernel::sendv(s.fd, part.data(), part.size(), flags);
+      },
+      [&](size_t n) { return rest.Advance(n); });
 }
 
 ssize_t LateKernelSendFile(SanSocket& s, int in_fd, off_t* offset, size_t count) {
-  return CountedKernelCall(s, [&] { return kernel::sendfile(s.fd, in_fd, offset, count); });
+  if (!Blocking(s, 0) || count <= PartLimit(*s.late)) {
+    return CountedKernelCall(s, [&] { return kernel::sendfile(s.fd, in_fd, offset, count); });
+  }
+  size_t left = count;
+  return SendInParts(
+      s,
+      [&](uint64_t limit) {
+        return kernel::sendfile(s.fd, in_fd, offset, std::min<uint64_t>(left, limit));
+      },
+      [&](size_t n) { return (left -= n) == 0; });
 }
 
 namespace {
@@ -469,10 +541,7 @@ std::optional<ssize_t> BlockingRead(SanSocket& s, LateUpgrade& u, const iovec* i
   if ((flags & (MSG_WAITALL | MSG_DONTWAIT)) || PeerMaySwitchFirst(u)) return std::nullopt;
   std::lock_guard<std::mutex> reading(u.in_mu);
   if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) return Switched();
-  msghdr m{};
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = static_cast<size_t>(iovcnt);
-  const ssize_t got = kernel::recvmsg(s.fd, &m, flags);
+  const ssize_t got = kernel::recvv(s.fd, iov, static_cast<size_t>(iovcnt), flags);
   if (got <= 0) return got;
   const ssize_t n = Account(u, got, flags & MSG_PEEK, PeerEnd(u, s));
   if (n == 0) return std::nullopt;  // only the wake byte: go on as the peer switched

@@ -1,4 +1,5 @@
-// Late upgrade: a connection that runs on kernel TCP moves to shm once it has lived a while.
+// Late upgrade: a connection that runs on kernel TCP moves to shm once it has lived a while, or
+// carried enough bytes, whichever comes first.
 //
 // Why: a channel set up in connect() (the eager way, docs/sockets.md) costs a segment, doorbells
 // and a rendezvous per connection -- several times a kernel TCP connection's cost, all lost on a
@@ -8,7 +9,9 @@
 //
 // How, for one connection between this host's processes A and B (both sanlib):
 //  1. Each end becomes a candidate when it settles on kernel TCP (connect or accept) with a local
-//     peer. At its first data call after the delay, the lower end (by address and port) opens a
+//     peer. At its first data call after the delay (or once the connection has carried
+//     SAN_UPGRADE_BYTES: a blocking bulk send is cut there, so the rest of a large transfer can
+//     go over shm), the lower end (by address and port) opens a
 //     rendezvous private to the connection -- an shm listener whose name derives from the 4-tuple
 //     (fabric/address.h PrivateRendezvousAddress) -- served by its connection thread; the upper
 //     end connects to it (retrying with backoff while the lower end is not there yet) with the
@@ -63,6 +66,9 @@ struct LateUpgrade {
       : active(active_open), peer(peer_address), next_ns(due_ns) {}
 
   std::atomic<LatePhase> phase{LatePhase::kWaiting};
+  // Bytes carried over kernel TCP both ways (counted by the data calls, relaxed): at
+  // SAN_UPGRADE_BYTES the connection has proved itself, and the delay no longer applies.
+  std::atomic<uint64_t> carried{0};
   std::mutex mu;
   static constexpr uint32_t kSwitching = 1u << 31;
   std::atomic<uint32_t> io{0};  // kernel data calls in progress | kSwitching
@@ -119,7 +125,9 @@ bool LateStep(SanSocket& s);
 
 // Kernel data calls on a candidate that has not switched. Each returns what the kernel call
 // returns, or -1 with errno kLateSwitched when the socket switched meanwhile (the caller
-// retries over the stream).
+// retries over the stream). A blocking send or sendfile larger than what is left of
+// SAN_UPGRADE_BYTES goes out in parts, with a set-up step between them: if the socket switched
+// after a part, it returns the bytes sent so far and the caller sends the rest over the stream.
 constexpr int kLateSwitched = EXDEV;
 ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags);
 ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags);

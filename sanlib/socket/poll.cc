@@ -21,13 +21,10 @@ constexpr short kInEvents = POLLIN | POLLRDNORM;
 constexpr short kOutEvents = POLLOUT | POLLWRNORM;
 // Kernel fds are polled (a syscall) only every this many spins while waiting for SAN sockets.
 constexpr int kKernelCheckEvery = 32;
+// How long a poll of kernel fds only sleeps at a time while one of them may move to shm.
+constexpr int kMovingNapMs = 5;
 // The clock is read every this many spins.
 constexpr int kClockEvery = 8;
-
-SanSocket* ShmSocketOf(int fd) {
-  SanSocket* s = Runtime::Get().table().Find(fd);
-  return s && s->mode.load(std::memory_order_acquire) == SocketMode::kShm ? s : nullptr;
-}
 
 // A nonblocking connect() whose kernel half is still in progress: not writable until it is done.
 // Returns the kernel's revents once finished (0 while in progress).
@@ -105,21 +102,54 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
   std::vector<SanSocket*>& sans = scratch.sans;
   std::vector<short>& san_events = scratch.san_events;
   std::vector<pollfd>& kernel_fds = scratch.kernel_fds;
-  slots.clear();
-  sans.clear();
-  san_events.clear();
-  kernel_fds.clear();
-  for (nfds_t i = 0; i < nfds; ++i) {
-    SanSocket* s = fds[i].fd >= 0 ? ShmSocketOf(fds[i].fd) : nullptr;
-    slots.push_back(Slot{i, s});
-    if (s) {
-      sans.push_back(s);
-      san_events.push_back(fds[i].events);
-    } else {
-      kernel_fds.push_back(fds[i]);
+  // Sorts the fds into SAN sockets and kernel fds; true if a kernel one may move to shm meanwhile
+  // (a late upgrade candidate: socket/late_upgrade.h).
+  auto sort_fds = [&] {
+    slots.clear();
+    sans.clear();
+    san_events.clear();
+    kernel_fds.clear();
+    bool may_move = false;
+    for (nfds_t i = 0; i < nfds; ++i) {
+      SanSocket* s = fds[i].fd >= 0 ? Runtime::Get().table().Find(fds[i].fd) : nullptr;
+      if (s && s->mode.load(std::memory_order_acquire) != SocketMode::kShm) {
+        may_move = may_move || LatePending(*s);
+        s = nullptr;
+      }
+      slots.push_back(Slot{i, s});
+      if (s) {
+        sans.push_back(s);
+        san_events.push_back(fds[i].events);
+      } else {
+        kernel_fds.push_back(fds[i]);
+      }
     }
+    return may_move;
+  };
+  // Kernel fds only: the kernel's poll -- in naps while a candidate may move, since another
+  // thread's call may move it while we sleep, after which its kernel socket may never wake us
+  // (the peer's wake byte read, or come before we slept); each nap ends with a new look.
+  bool may_move = sort_fds();
+  if (sans.empty()) {
+    if (!may_move) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
+    const uint64_t start_ns = NowNs();
+    const int timeout = timeout_ms;
+    auto remaining = [&] {
+      if (timeout < 0) return -1;
+      const uint64_t spent_ms = (NowNs() - start_ns) / 1000000;
+      return spent_ms >= static_cast<uint64_t>(timeout) ? 0 : timeout - static_cast<int>(spent_ms);
+    };
+    for (;;) {
+      const int left = remaining();
+      const int nap = left < 0 || left > kMovingNapMs ? kMovingNapMs : left;
+      const int rc = kernel::ppoll(fds, nfds, nap, sigmask);
+      if (rc != 0 || nap == left) return rc;
+      may_move = sort_fds();
+      if (!sans.empty()) break;  // moved: the SAN way, for the time that is left
+      if (!may_move) return kernel::ppoll(fds, nfds, remaining(), sigmask);
+    }
+    timeout_ms = remaining();
   }
-  if (sans.empty()) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
 
   const Config& config = Runtime::Get().config();
   const WaitBudget budget(timeout_ms, SpinGovernor::BudgetNs(config));

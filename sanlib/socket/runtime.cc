@@ -33,7 +33,7 @@ Runtime& Runtime::Get() {
 }
 
 Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
-  pid_.store(getpid());
+  pid_.store(ThisPid());
   if (config_.provider == ProviderChoice::kShm || config_.provider == ProviderChoice::kAuto) {
     shm_ = fabric::GetProvider("shm");
     if (!shm_) shm_unavailable_ = "shm provider unavailable";
@@ -64,7 +64,7 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
 
 void Runtime::AfterForkChild() {
   Runtime& rt = Get();
-  rt.pid_.store(getpid());
+  rt.pid_.store(ThisPid());
   rt.usage_.Reset();  // this process's own from now on (usage())
   rt.closer_.AfterForkChild();
   rt.connections_.AfterForkChild();
@@ -77,11 +77,10 @@ void Runtime::AfterForkChild() {
 
 void Runtime::CheckMissedFork() {
   Runtime* rt = IfCreated();
-  if (rt && rt->pid() != getpid()) rt->AdoptMissedFork();
+  if (rt && rt->pid() != ThisPid()) rt->AdoptMissedFork();  // no syscall (common/this_pid.h)
 }
 
 void Runtime::AdoptMissedFork() {
-  ForgetPid();
   table_.LockAfterMissedFork();
   connections_.LockAfterMissedFork();
   closer_.LockAfterMissedFork();

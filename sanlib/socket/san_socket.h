@@ -14,11 +14,12 @@
 // after the application's close, the close thread owns the stream until the FIN handshake ends.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
 
-#include "common/file_identity.h"
 #include "common/unique_fd.h"
 #include "proto/stream.h"
 #include "socket/late_upgrade.h"
@@ -35,9 +36,10 @@ struct SanSocket {
   // when this one is closed while others remain, it is moved to one of them (Close).
   std::atomic<int> fd;
   std::atomic<int> fd_count{1};
-  // The kernel socket (unknown if fstat failed): a number in the table whose fd no longer names it
-  // was closed behind our back (socket_ops.h: ReleaseGhost).
-  FileIdentity kernel_id;
+  // The kernel socket's inode (0 until known): a number in the table whose fd no longer names it
+  // was closed behind our back (socket_ops.h: ReleaseGhost). Learned at the first look
+  // (KnowKernelSocket), not at creation: a short connection costs no fstat.
+  std::atomic<ino_t> kernel_ino{0};
   // Never reused within a process: tells a socket from a later one at the same address/fd number
   // (epoll interest lists hold fd numbers across calls).
   const uint64_t id;

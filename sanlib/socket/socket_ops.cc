@@ -1,6 +1,7 @@
 // Connection life cycle: socket, listen, accept, connect, shutdown, close, exit and fork hooks.
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -176,7 +177,6 @@ SanSocket* Track(int fd, bool nonblocking) {
   }
   if (rt.table().Find(fd)) ReleaseGhost(fd);  // the kernel just gave this number out
   auto* s = new SanSocket(fd);
-  s->kernel_id = IdentityOf(fd);
   s->nonblocking.store(nonblocking);
   if (!rt.table().Insert(s)) {
     delete s;  // beyond the table's range: stays a plain kernel socket
@@ -286,9 +286,9 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
   std::unique_ptr<proto::Stream> stream;
   fabric::Provider* provider = rt.ProviderFor(addr, len, &reason);
   if (provider && rt.config().late_setup && strcmp(provider->name(), "shm") == 0) {
-    // SAN_SETUP=late: kernel TCP now, shm once the connection has lived a while.
+    // The late set-up: kernel TCP now, shm once the connection has proved itself.
     provider = nullptr;
-    reason = "not moved to shm yet (SAN_SETUP=late)";
+    reason = "not moved to shm yet (late set-up)";
   }
   if (provider) {
     Result<std::unique_ptr<proto::Stream>> r = SetUpChannel(*s, *provider, addr, len);
@@ -380,8 +380,15 @@ void NoteDuplicate(int fd, int dup_fd) {
 
 namespace {
 
-// Release, for a number that still names the socket (`kernel_fd_valid`) or a ghost's.
-void ReleaseNumber(int fd, bool kernel_fd_valid) {
+enum class Number {
+  kSocket,         // still names the socket (close)
+  kGhost,          // the kernel just gave it out again: what we hold there is a ghost
+  kMaybeGhost,     // the sweep found a ghost: looked at again under the lock
+};
+
+// Release, for a number that still names the socket or a ghost's.
+void ReleaseNumber(int fd, Number number) {
+  const bool kernel_fd_valid = number == Number::kSocket;
   Runtime* rt_or_null = Runtime::IfCreated();
   if (!rt_or_null || !rt_or_null->table().Find(fd)) return;
   Runtime& rt = *rt_or_null;
@@ -389,7 +396,7 @@ void ReleaseNumber(int fd, bool kernel_fd_valid) {
   auto lifetime = rt.table().LockLifetime();
   // A ghost is looked at again under the lock: its number may have been put back meanwhile (an
   // exec's placeholders, undone when the exec fails).
-  if (!kernel_fd_valid) {
+  if (number == Number::kMaybeGhost) {
     SanSocket* found = rt.table().Find(fd);
     if (!found || !IsGhost(fd, *found)) return;
   }
@@ -429,20 +436,26 @@ void ReleaseNumber(int fd, bool kernel_fd_valid) {
   delete s;
 }
 
+void ReleaseGhostNumber(int fd, Number number) {
+  SAN_LOG_INFO("fd %d: closed without close() (a raw system call): its SAN socket is released", fd);
+  ReleaseNumber(fd, number);
+}
+
 }  // namespace
 
-void Release(int fd) { ReleaseNumber(fd, true); }
+void Release(int fd) { ReleaseNumber(fd, Number::kSocket); }
 
-bool IsGhost(int fd, const SanSocket& s) {
-  const FileIdentity now = IdentityOf(fd);
-  if (!now.known()) return errno == EBADF;
-  return s.kernel_id.known() && now != s.kernel_id;
+bool IsGhost(int fd, SanSocket& s) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return errno == EBADF;
+  if (!S_ISSOCK(st.st_mode)) return true;
+  ino_t known = 0;
+  // The first look: this is the socket (compare_exchange: the sweep and a release may both look).
+  if (s.kernel_ino.compare_exchange_strong(known, st.st_ino)) return false;
+  return known != st.st_ino;
 }
 
-void ReleaseGhost(int fd) {
-  SAN_LOG_INFO("fd %d: closed without close() (a raw system call): its SAN socket is released", fd);
-  ReleaseNumber(fd, false);
-}
+void ReleaseGhost(int fd) { ReleaseGhostNumber(fd, Number::kGhost); }
 
 void SweepGhosts() {
   Runtime* rt = Runtime::IfCreated();
@@ -454,7 +467,7 @@ void SweepGhosts() {
       if (IsGhost(fd, *s)) ghosts.push_back(fd);
     });
   }
-  for (int fd : ghosts) ReleaseGhost(fd);  // looked at again under the release's lock
+  for (int fd : ghosts) ReleaseGhostNumber(fd, Number::kMaybeGhost);  // looked at again
 }
 
 int Close(int fd) {

@@ -40,10 +40,12 @@ void NoteDuplicate(int fd, int dup_fd);
 // close system call: Node.js's libuv closes that way; close_range from inside libc) stays in the
 // table, and the next socket the kernel gives that number would be taken for it (it was reset,
 // from plain clients too). IsGhost: fd no longer names s's kernel socket (closed, or another
-// object now). ReleaseGhost: ends our side of it as close() would, never touching the number
-// (it may be someone else's now). Checked where the kernel hands out a number we hold (Track,
-// NoteDuplicate) and by the connection thread's sweep, once a second (SweepGhosts).
-bool IsGhost(int fd, const SanSocket& s);
+// object now); the first look at a socket whose inode is not known yet learns it (a number that
+// names no socket at all is a ghost). ReleaseGhost: ends our side of it as close() would, never
+// touching the number (it may be someone else's now). Done where the kernel hands out a number
+// we hold (Track, NoteDuplicate: a ghost for certain) and by the connection thread's sweep, once
+// a second (SweepGhosts).
+bool IsGhost(int fd, SanSocket& s);
 void ReleaseGhost(int fd);
 void SweepGhosts();
 

@@ -1,0 +1,123 @@
+// Late upgrade by bytes (socket/late_upgrade.h, SAN_UPGRADE_BYTES): a connection that carries a
+// bulk transfer moves to shm in the middle of it, long before SAN_UPGRADE_DELAY_US (set to a
+// minute here, so only the bytes can move it), even when the whole transfer is one blocking
+// send() or one sendfile() call; a connection that carries less stays kernel TCP. Every byte is
+// checked, and the mode of both ends.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "san/san.h"
+#include "support/san_loopback.h"
+
+// Before sanlib reads its configuration (on the first san_* call).
+static const bool kLateSetup = [] {
+  setenv("SAN_SETUP", "late", 1);
+  setenv("SAN_UPGRADE_DELAY_US", "60000000", 1);
+  setenv("SAN_UPGRADE_BYTES", "262144", 1);
+  return true;
+}();
+
+namespace {
+
+uint8_t Pattern(size_t i) { return static_cast<uint8_t>(i * 151 + (i >> 11)); }
+
+int ModeOf(int fd) {
+  san_info info{};
+  return san_getinfo(fd, &info) == 0 ? info.mode : -1;
+}
+
+enum class How { kOneSend, kOneSendfile };
+
+// The server (a fork child) accepts and sends `total` pattern bytes in ONE call, then waits for
+// the client's one-byte acknowledgement; its exit status is 0 if it ended on shm, 1 on TCP, more
+// on errors. The client reads and checks every byte, acknowledges, and returns its own mode.
+struct Transfer {
+  int client_mode = -1;
+  int server_status = -1;
+  bool intact = false;
+  size_t got = 0;
+};
+
+Transfer MoveBytes(How how, size_t total) {
+  Transfer t;
+  uint16_t port = 0;
+  const int lfd = san::testing_support::SanListenLoopback(&port);
+  if (lfd < 0) return t;
+  char path[] = "/tmp/late-bytes-XXXXXX";
+  const int file = how == How::kOneSendfile ? mkstemp(path) : -1;
+  std::vector<uint8_t> data(total);
+  for (size_t i = 0; i < total; ++i) data[i] = Pattern(i);
+  if (file >= 0) {
+    unlink(path);
+    if (write(file, data.data(), total) != static_cast<ssize_t>(total)) return t;
+    lseek(file, 0, SEEK_SET);  // sent from the file's position (no offset given)
+  }
+  const pid_t server = fork();
+  if (server == 0) {
+    alarm(30);
+    const int c = san_accept(lfd, nullptr, nullptr);
+    if (c < 0) _exit(2);
+    const ssize_t sent = how == How::kOneSend ? san_send(c, data.data(), total, MSG_NOSIGNAL)
+                                              : san_sendfile(c, file, nullptr, total);
+    if (sent != static_cast<ssize_t>(total)) _exit(3);
+    uint8_t ack;
+    if (san_recv(c, &ack, 1, 0) != 1) _exit(4);
+    _exit(ModeOf(c) == SAN_MODE_SHM ? 0 : 1);
+  }
+  const int fd = san::testing_support::SanConnectLoopback(port);
+  if (fd >= 0) {
+    timeval bound{10, 0};  // a broken move fails the test, not hangs it
+    san_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+    std::vector<uint8_t> in(100000);
+    t.intact = true;
+    while (t.got < total && t.intact) {
+      const ssize_t n = san_recv(fd, in.data(), in.size(), 0);
+      if (n <= 0) break;
+      for (ssize_t i = 0; i < n && t.intact; ++i) t.intact = in[i] == Pattern(t.got + i);
+      t.got += static_cast<size_t>(n);
+    }
+    t.client_mode = ModeOf(fd);
+    const uint8_t ack = 1;
+    san_send(fd, &ack, 1, MSG_NOSIGNAL);
+  }
+  int status = 0;
+  waitpid(server, &status, 0);
+  t.server_status = WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+  if (fd >= 0) san_close(fd);
+  san_close(lfd);
+  if (file >= 0) close(file);
+  return t;
+}
+
+TEST(LateUpgradeByBytes, OneBlockingSendOfMegabytesMovesToShmMidCall) {
+  const Transfer t = MoveBytes(How::kOneSend, 64 << 20);
+  EXPECT_TRUE(t.intact) << "at byte " << t.got;
+  EXPECT_EQ(t.got, size_t{64} << 20);
+  EXPECT_EQ(t.client_mode, SAN_MODE_SHM);
+  EXPECT_EQ(t.server_status, 0) << "1: the sender ended on kernel TCP";
+}
+
+TEST(LateUpgradeByBytes, OneSendfileOfMegabytesMovesToShmMidCall) {
+  const Transfer t = MoveBytes(How::kOneSendfile, 64 << 20);
+  EXPECT_TRUE(t.intact) << "at byte " << t.got;
+  EXPECT_EQ(t.got, size_t{64} << 20);
+  EXPECT_EQ(t.client_mode, SAN_MODE_SHM);
+  EXPECT_EQ(t.server_status, 0) << "1: the sender ended on kernel TCP";
+}
+
+TEST(LateUpgradeByBytes, FewerBytesThanTheThresholdStayKernelTcp) {
+  const Transfer t = MoveBytes(How::kOneSend, 100 << 10);
+  EXPECT_TRUE(t.intact) << "at byte " << t.got;
+  EXPECT_EQ(t.got, size_t{100} << 10);
+  EXPECT_EQ(t.client_mode, SAN_MODE_TCP);
+  EXPECT_EQ(t.server_status, 1) << "0: the sender moved to shm below the threshold";
+}
+
+}  // namespace
