@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/this_pid.h"
 #include "socket/handover.h"
 #include "socket/kernel.h"
 #include "socket/runtime.h"
@@ -85,7 +86,7 @@ bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
     }
   }
   if (opened) {
-    s.rendezvous_owner.store(getpid());
+    s.rendezvous_owner.store(ThisPid());
   } else if (in_use && *in_use) {
     // Served by another process already (a SO_REUSEPORT sibling, a launcher that handed the
     // socket on): its channels are claimed from there.
@@ -123,7 +124,8 @@ SanSocket* AdoptListener(int fd) {
 
 void CheckRendezvousOwner(SanSocket& ls, int listen_fd) {
   const int owner = ls.rendezvous_owner.load();
-  if (owner != getpid() && OwnerGone(owner)) TakeOver(ls, listen_fd, owner);
+  // Every accept looks: ThisPid, not getpid (a syscall).
+  if (owner != ThisPid() && OwnerGone(owner)) TakeOver(ls, listen_fd, owner);
 }
 
 Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd, int conn_fd,
@@ -137,7 +139,7 @@ Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd,
   // Twice at most: the first owner may have given the rendezvous up to another process.
   for (int attempt = 0; attempt < 2 && provider; ++attempt) {
     const int owner = ls.rendezvous_owner.load();
-    if (owner <= 0 || owner == getpid()) break;
+    if (owner <= 0 || owner == ThisPid()) break;
     Result<std::unique_ptr<proto::Stream>> claimed =
         ClaimFromOwner(owner, tuple, conn_fd, *provider);
     if (claimed.ok()) return claimed;
