@@ -6,17 +6,16 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <map>
 #include <string>
+
+#include "support/fake_getenv.h"
 
 namespace san {
 namespace {
 
-std::map<std::string, std::string>* g_env;
-const char* FakeGetenv(const char* name) {
-  auto it = g_env->find(name);
-  return it == g_env->end() ? nullptr : it->second.c_str();
-}
+using testing_support::FakeEnvironment;
+using testing_support::FakeGetenv;
+using testing_support::UseFakeEnvironment;
 
 constexpr const char* kPath = "/etc/sanlib/sanlib.conf";
 
@@ -69,8 +68,8 @@ TEST(ConfigFileTest, UnusableLinesAreReportedWithFileLineColumnAndSkipped) {
 }
 
 TEST(ConfigFileTest, TheEnvironmentWinsOverTheFile) {
-  std::map<std::string, std::string> env{{"SAN_WINDOW", "128"}};
-  g_env = &env;
+  const FakeEnvironment env{{"SAN_WINDOW", "128"}};
+  UseFakeEnvironment(env);
   std::vector<std::string> errors;
   const ConfigFile f =
       ParseConfigFile("SAN_WINDOW = 64\nSAN_MTU = 65536\nallow port=80\n", kPath, &errors);
@@ -85,8 +84,8 @@ TEST(ConfigFileTest, TheEnvironmentWinsOverTheFile) {
 }
 
 TEST(ConfigFileTest, ABadValueIsReportedWhereItIsAndTheDefaultKept) {
-  std::map<std::string, std::string> env;
-  g_env = &env;
+  const FakeEnvironment env;
+  UseFakeEnvironment(env);
   std::vector<std::string> errors;
   const ConfigFile f =
       ParseConfigFile("SAN_MTU = 65536\n\nSAN_WINDOW = lots\nSAN_LOG = chatty\n", kPath, &errors);
@@ -100,8 +99,8 @@ TEST(ConfigFileTest, ABadValueIsReportedWhereItIsAndTheDefaultKept) {
 }
 
 TEST(ConfigFileTest, SanConfigFileChoosesTheFile) {
-  std::map<std::string, std::string> env;
-  g_env = &env;
+  FakeEnvironment env;
+  UseFakeEnvironment(env);
   EXPECT_EQ(ConfigFilePath(FakeGetenv), SystemConfigFile());
   env["SAN_CONFIG_FILE"] = "none";
   EXPECT_EQ(ConfigFilePath(FakeGetenv), "");
