@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 
 #include <cstdio>
+#include <string>
 #include <fstream>
 #include <iterator>
 
@@ -36,6 +37,20 @@ Policy::Policy() {
   if (!ok) {
     fprintf(stderr, "sanlib: %s; all sockets stay plain kernel sockets\n", error.c_str());
     off_ = true;
+  }
+  // The system-wide file's rules come last, parsed one line at a time (padded to its place in the
+  // file, so errors carry the file's line and column): a bad line there is reported and ignored,
+  // as its other lines are (common/config_file.h).
+  for (const Config::FileRule& rule : config.file_rules) {
+    const std::string placed =
+        std::string(rule.line - 1, '\n') + std::string(rule.column - 1, ' ') + rule.text;
+    Rules one;
+    std::string rule_error;
+    if (Rules::Parse(placed, config.config_file, &one, &rule_error)) {
+      rules_.Append(one);
+    } else {
+      fprintf(stderr, "sanlib: %s; line ignored\n", rule_error.c_str());
+    }
   }
 }
 

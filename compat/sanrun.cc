@@ -19,8 +19,9 @@ namespace po = boost::program_options;
 
 namespace {
 
-// libsan_preload.so beside this program's build or install layout: <prefix>/bin/sanrun and
-// <prefix>/lib/libsan_preload.so.
+// libsan_preload.so of this sanrun's own tree, found relative to it wherever that tree was
+// installed or staged (<bindir>/sanrun and <libdir>/libsan_preload.so; build/<preset>/bin and
+// build/<preset>/lib alike), then in the library directory it was configured to install to.
 std::string PreloadPath() {
   char self[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -28,7 +29,9 @@ std::string PreloadPath() {
   self[n] = '\0';
   std::string dir(self);
   dir.erase(dir.rfind('/'));
-  const std::string candidates[] = {dir + "/../lib/libsan_preload.so", dir + "/libsan_preload.so"};
+  const std::string candidates[] = {dir + "/" SAN_PRELOAD_FROM_BINDIR "/libsan_preload.so",
+                                    dir + "/../lib/libsan_preload.so", dir + "/libsan_preload.so",
+                                    SAN_PRELOAD_INSTALLED_DIR "/libsan_preload.so"};
   for (const std::string& c : candidates) {
     if (access(c.c_str(), R_OK) == 0) {
       char real[PATH_MAX];

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the Debian 12 packages sanlib needs to build, test and benchmark (uses sudo unless
-# already root). One list, used by the README's commands and by .ci/run. The second half are the
+# already root). One list, used by the README's commands and by .ci/run. The second line is for
+# installing and packaging (CPack's DEB generator with dpkg-shlibdeps, lintian, the man pages'
+# rendering test: docs/install.md). The second half are the
 # real peers the integration tests start: rpcbind and the system rpcgen (rpcgen_via, rpcvia),
 # vsftpd/lftp/curl/inetd (ftpd), the programs of the compat transparency suite (Node.js among
 # them), gRPC and Python's grpcio (drpc), rdma-core and QEMU with the tools a Soft-RoCE guest
@@ -11,6 +13,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PACKAGES="
   build-essential cmake pkg-config
+  dpkg-dev file man-db groff-base lintian
   libgtest-dev libgmock-dev
   libboost-program-options-dev
   socat

@@ -1,6 +1,6 @@
 // The C entry points of librpcvia (rpcvia/rpcvia.h): nettype dispatch between our transport and
 // libtirpc, the create-error reporting, the fallback policy and the service loop.
-#define RPCVIA_NO_MAPPING  // this file calls libtirpc's clnt_create/svc_create/svc_run themselves
+#define RPCVIA_NO_MAPPING  // this file hands other nettypes to libtirpc (tirpc_calls.h)
 #include "rpcvia/rpcvia.h"
 
 #include <netinet/in.h>
@@ -19,6 +19,7 @@
 
 #include "rpcvia/deadline_connect.h"
 #include "rpcvia/rpcbind_lookup.h"
+#include "rpcvia/tirpc_calls.h"
 #include "rpcvia/via_client.h"
 #include "rpcvia/via_xprt.h"
 
@@ -147,12 +148,12 @@ extern "C" {
 
 CLIENT* rpcvia_clnt_create_timed(const char* host, rpcprog_t prog, rpcvers_t vers,
                                  const char* nettype, const struct timeval* timeout) {
-  if (!IsVia(nettype)) return clnt_create_timed(host, prog, vers, nettype, timeout);
+  if (!IsVia(nettype)) return tirpc::ClntCreateTimed(host, prog, vers, nettype, timeout);
   return CreateViaClientTimed(host, prog, vers, timeout ? *timeout : kDefaultCreateTimeout);
 }
 
 CLIENT* rpcvia_clnt_create(const char* host, rpcprog_t prog, rpcvers_t vers, const char* nettype) {
-  if (!IsVia(nettype)) return clnt_create(host, prog, vers, nettype);
+  if (!IsVia(nettype)) return tirpc::ClntCreate(host, prog, vers, nettype);
   return CreateViaClientTimed(host, prog, vers, kDefaultCreateTimeout);
 }
 
@@ -162,7 +163,7 @@ int rpcvia_svc_create(void (*dispatch)(struct svc_req*, SVCXPRT*), rpcprog_t pro
   // The via listener is this program's tcp address too (it serves plain TCP clients): a second
   // tcp listener could not register with rpcbind.
   if (nettype != nullptr && std::strcmp(nettype, "tcp") == 0 && ServedByVia(prog, vers)) return 1;
-  return svc_create(dispatch, prog, vers, nettype);
+  return tirpc::SvcCreate(dispatch, prog, vers, nettype);
 }
 
 void rpcvia_svc_run(void) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/config_file.h"
 #include "common/log.h"
 
 namespace san {
@@ -112,6 +113,9 @@ const std::vector<SettingInfo>& Settings() {
        "append one line to this file at exit: program, SAN/TCP connections, SAN bytes"},
       {"SAN_RULES_FILE", "",
        "preload: a file of such rules, one per line ('#' comments), after SAN_RULES"},
+      {"SAN_CONFIG_FILE", SystemConfigFile(),
+       "the system-wide settings file (san(7)): SAN_NAME = value lines and rules; none: read no "
+       "file. The environment wins over it"},
   };
   return kSettings;
 }
@@ -180,7 +184,8 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
 const Config& Config::Get() {
   static const Config config = [] {
     std::vector<std::string> errors;
-    Config c = Parse(SystemGetenv, &errors);
+    const ConfigFile file = ReadConfigFile(ConfigFilePath(SystemGetenv), &errors);
+    Config c = ParseWithFile(SystemGetenv, file, &errors);
     for (const auto& e : errors) {
       const std::string line = "sanlib[" + std::to_string(getpid()) + "] warn: " + e + "\n";
       WriteLogLine(c.log_file, LogLevel::kWarn, line.data(), line.size());

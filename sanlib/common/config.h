@@ -1,4 +1,5 @@
-// Config: every SAN_* setting, parsed from the environment in exactly one place.
+// Config: every SAN_* setting, parsed from the environment in exactly one place (and from the
+// system-wide settings file, config_file.h, for what the environment leaves unset).
 //
 // Config::Get() parses once (first call, thread-safe via a function-local static) and then returns
 // the same immutable object; tests build their own Config values instead of touching the
@@ -57,8 +58,18 @@ struct Config {
   std::string rules;       // SAN_RULES: rules separated by ';'
   std::string rules_file;  // SAN_RULES_FILE: a file of rules, one per line, read after SAN_RULES
   std::string report;      // SAN_REPORT: file this process appends a usage line to at exit
+  // The system-wide settings file read (config_file.h; "" if none) and its rule lines, which the
+  // compatibility layer applies after SAN_RULES and SAN_RULES_FILE.
+  std::string config_file;
+  struct FileRule {
+    int line;
+    int column;
+    std::string text;
+  };
+  std::vector<FileRule> file_rules;
 
-  // The process-wide configuration, parsed from the environment on first use.
+  // The process-wide configuration, parsed from the environment and the system-wide settings
+  // file (config_file.h) on first use.
   static const Config& Get();
   // Parses from an explicit lookup (tests); `errors` receives one line per malformed variable.
   static Config Parse(const char* (*getenv_fn)(const char*), std::vector<std::string>* errors);

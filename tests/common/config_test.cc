@@ -2,20 +2,18 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <string>
+
+#include "support/fake_getenv.h"
 
 namespace san {
 namespace {
 
-std::map<std::string, std::string>* g_env;
-const char* FakeGetenv(const char* name) {
-  auto it = g_env->find(name);
-  return it == g_env->end() ? nullptr : it->second.c_str();
-}
+using testing_support::FakeEnvironment;
+using testing_support::FakeGetenv;
 
-Config ParseWith(std::map<std::string, std::string> env, std::vector<std::string>* errors) {
-  g_env = &env;
+Config ParseWith(FakeEnvironment env, std::vector<std::string>* errors) {
+  testing_support::UseFakeEnvironment(env);
   return Config::Parse(FakeGetenv, errors);
 }
 

@@ -6,9 +6,12 @@
  * clients (rpcinfo, a system-rpcgen client) over TCP, registered with rpcbind as the program's
  * "tcp" address. Every other nettype goes to libtirpc unchanged.
  *
- * Include it after <rpc/rpc.h> (rpcgen_via's generated headers do, when RPCGEN_VIA_TRANSPORT is
- * defined): it maps clnt_create, clnt_create_timed, svc_create and svc_run to the rpcvia_ versions,
- * so generated stubs and existing programs select the transport by the nettype string alone.
+ * Linking is enough: librpcvia also defines clnt_create, clnt_create_timed, svc_create and
+ * svc_run, so a program linked with -lrpcvia ahead of -ltirpc (pkg-config rpcvia gives that
+ * order) selects the transport by the nettype string alone, whatever generated its stubs.
+ * Including this header (rpcgen_via's generated headers do when RPCGEN_VIA_TRANSPORT is defined)
+ * also maps those four names to the rpcvia_ versions at compile time, which holds whatever the
+ * link order.
  *
  * Fallback: a via client whose server is not SAN-capable (or not on this host) talks TCP to it,
  * unless RPCVIA_FALLBACK=fail is in the environment or rpcvia_set_fallback(RPCVIA_FALLBACK_FAIL)

@@ -1,0 +1,56 @@
+#!/bin/sh
+# The system-wide settings file end to end (common/config_file.h, san(7)): a preloaded program
+# under sanrun, with SAN_CONFIG_FILE pointing at a scratch file, makes one local connection to
+# itself; SAN_REPORT says whether it ran over shared memory (shm_connections) or not.
+#   1. bad setting and rule lines are reported as file:line:column and ignored; the good deny
+#      rule still applies (no shm connection);
+#   2. the file's settings apply (SAN_PROVIDER = off: no shm connection) ...
+#   3. ... unless the environment sets the variable (SAN_PROVIDER=auto wins: shm).
+# Arguments: sanrun, a scratch directory.
+set -eu
+SANRUN=$1
+WORK=$2
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+rm -rf "$WORK"
+mkdir -p "$WORK"
+# One connection of the program to itself, a byte each way.
+PROGRAM='import socket
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+c.sendall(b"x"); assert a.recv(1) == b"x"'
+
+# run NAME [VAR=VALUE...]: runs the program with $WORK/NAME.conf; prints its shm_connections.
+run() {
+  name=$1
+  shift
+  rm -f "$WORK/$name.report"
+  env SAN_CONFIG_FILE="$WORK/$name.conf" SAN_REPORT="$WORK/$name.report" "$@" \
+      "$SANRUN" -- python3 -c "$PROGRAM" > "$WORK/$name.out" 2>&1 ||
+    fail "$name: the program failed: $(cat "$WORK/$name.out")"
+  # No report at all: the process made no SAN socket.
+  [ -e "$WORK/$name.report" ] || { echo 0; return; }
+  sed -n 's/.*prog=python3.* shm_connections=\([0-9]*\).*/\1/p' "$WORK/$name.report"
+}
+
+cat > "$WORK/bad.conf" <<'CONF'
+# a system-wide settings file with two unusable lines
+SAN_WINDOW = plenty
+  allow port=notaport
+deny
+CONF
+shm=$(run bad)
+grep -q "$WORK/bad.conf:2:14: SAN_WINDOW=plenty is not valid; line ignored" "$WORK/bad.out" ||
+  fail "the bad setting line was not reported at 2:14: $(cat "$WORK/bad.out")"
+grep -q "$WORK/bad.conf:3:[0-9]*: .*; line ignored" "$WORK/bad.out" ||
+  fail "the bad rule line was not reported at line 3: $(cat "$WORK/bad.out")"
+[ "$shm" = 0 ] || fail "the file's deny rule did not apply (shm_connections=$shm)"
+
+echo "SAN_PROVIDER = off" > "$WORK/off.conf"
+shm=$(run off)
+[ "$shm" = 0 ] || fail "the file's SAN_PROVIDER = off did not apply (shm_connections=$shm)"
+shm=$(run off SAN_PROVIDER=auto)
+[ "${shm:-0}" -ge 1 ] || fail "the environment's SAN_PROVIDER=auto did not win (shm_connections=$shm)"
+echo "bad lines reported and ignored; file settings and rules apply; the environment wins"
