@@ -183,7 +183,7 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
     // fire again (the peer's wake byte read, or its edge reported already): sleep in naps then,
     // and look at the set again after each (RefreshLocked makes a moved member a SAN one).
     const bool may_move = HasMembersThatMayMove(epfd);
-    const int nap = may_move && (left < 0 || left > kMovingNapMs) ? kMovingNapMs : left;
+    const int nap = may_move && (left < 0 || left > kLateNapMs) ? kLateNapMs : left;
     const int n = Real().epoll_pwait(epfd, events, max_events, nap, sigmask);
     kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (n < 0 || (n == 0 && nap == left)) return n;

@@ -82,8 +82,6 @@ class EpollSet {
                         const sigset_t* sigmask);
   // Removes our kick events from the n events the kernel returned; returns how many are left.
   static int DropKicks(epoll_event* events, int n);
-  // How long KernelWait sleeps at a time while HasMembersThatMayMove.
-  static constexpr int kMovingNapMs = 5;
 
  private:
   struct Member {

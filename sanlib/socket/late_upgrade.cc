@@ -36,8 +36,6 @@ constexpr uint32_t kDoublings = 14;
 // How long the upper end's connect (inside one of the application's data calls) waits for the
 // lower end's connection thread to answer; past it the connection stays TCP.
 constexpr int kConnectWaitMs = 200;
-// A blocking read on a candidate sleeps at most this long between looks at the set-up.
-constexpr int kStepNapMs = 5;
 // How long a read woken only by the peer's wake byte waits for the stream's first bytes (the
 // peer switched in the middle of an exchange, and its next bytes wait for our WAKEUP), even if
 // the socket is nonblocking: once per connection, instead of an EAGAIN the program did not expect
@@ -469,7 +467,7 @@ ssize_t SendInParts(SanSocket& s, SendPart send_part, TakeOff advance) {
       // The channel is made; the upper end's switch waits for room in the send queue for its
       // wake byte (TrySwitch), and a blocking part leaves the queue full: let it drain a little.
       pollfd p{s.fd.load(), POLLOUT, 0};
-      kernel::poll(&p, 1, kStepNapMs);
+      kernel::poll(&p, 1, kLateNapMs);
       if (LateStep(s)) return static_cast<ssize_t>(total);
     }
   }
@@ -614,7 +612,7 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
       errno = EAGAIN;
       return -1;
     }
-    int nap = LatePending(s) ? kStepNapMs : -1;
+    int nap = LatePending(s) ? kLateNapMs : -1;
     if (deadline.deadline_ns != kNoDeadline) {
       const int left = static_cast<int>((deadline.deadline_ns - now + 999999) / 1000000);
       nap = nap < 0 ? left : std::min(nap, left);

@@ -129,6 +129,10 @@ bool LateStep(SanSocket& s);
 // SAN_UPGRADE_BYTES goes out in parts, with a set-up step between them: if the socket switched
 // after a part, it returns the bytes sent so far and the caller sends the rest over the stream.
 constexpr int kLateSwitched = EXDEV;
+// How long a sleep that a candidate's move could leave without a wake-up lasts at a time before
+// it looks again: a blocking read on a candidate (here), a poll or an epoll_wait whose only
+// SAN-capable members are candidates (socket/poll.cc, compat/epoll_set.cc).
+constexpr int kLateNapMs = 5;
 ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags);
 ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags);
 ssize_t LateKernelSendFile(SanSocket& s, int in_fd, off_t* offset, size_t count);

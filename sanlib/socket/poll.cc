@@ -21,8 +21,6 @@ constexpr short kInEvents = POLLIN | POLLRDNORM;
 constexpr short kOutEvents = POLLOUT | POLLWRNORM;
 // Kernel fds are polled (a syscall) only every this many spins while waiting for SAN sockets.
 constexpr int kKernelCheckEvery = 32;
-// How long a poll of kernel fds only sleeps at a time while one of them may move to shm.
-constexpr int kMovingNapMs = 5;
 // The clock is read every this many spins.
 constexpr int kClockEvery = 8;
 
@@ -132,23 +130,17 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
   bool may_move = sort_fds();
   if (sans.empty()) {
     if (!may_move) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
-    const uint64_t start_ns = NowNs();
-    const int timeout = timeout_ms;
-    auto remaining = [&] {
-      if (timeout < 0) return -1;
-      const uint64_t spent_ms = (NowNs() - start_ns) / 1000000;
-      return spent_ms >= static_cast<uint64_t>(timeout) ? 0 : timeout - static_cast<int>(spent_ms);
-    };
+    const WaitBudget naps(timeout_ms, 0);
     for (;;) {
-      const int left = remaining();
-      const int nap = left < 0 || left > kMovingNapMs ? kMovingNapMs : left;
+      const int left = naps.remaining_ms();
+      const int nap = left < 0 || left > kLateNapMs ? kLateNapMs : left;
       const int rc = kernel::ppoll(fds, nfds, nap, sigmask);
       if (rc != 0 || nap == left) return rc;
       may_move = sort_fds();
       if (!sans.empty()) break;  // moved: the SAN way, for the time that is left
-      if (!may_move) return kernel::ppoll(fds, nfds, remaining(), sigmask);
+      if (!may_move) return kernel::ppoll(fds, nfds, naps.remaining_ms(), sigmask);
     }
-    timeout_ms = remaining();
+    timeout_ms = naps.remaining_ms();
   }
 
   const Config& config = Runtime::Get().config();

@@ -38,7 +38,7 @@ struct SanSocket {
   std::atomic<int> fd_count{1};
   // The kernel socket's inode (0 until known): a number in the table whose fd no longer names it
   // was closed behind our back (socket_ops.h: ReleaseGhost). Learned at the first look
-  // (KnowKernelSocket), not at creation: a short connection costs no fstat.
+  // (IsGhost), not at creation: a short connection costs no fstat.
   std::atomic<ino_t> kernel_ino{0};
   // Never reused within a process: tells a socket from a later one at the same address/fd number
   // (epoll interest lists hold fd numbers across calls).
