@@ -351,7 +351,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                   }
                                   // TCP fallback or a listener: the kernel registration is all it
                                   // needs (unless the connection may still move to shm).
-                                  return (mode == SocketMode::kTcp && !LatePending(*now)) ||
+                                  return (mode == SocketMode::kTcp && !SanlibCarries(*now)) ||
                                          now->listening.load();
                                 }),
                  members_.end());

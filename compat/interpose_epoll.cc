@@ -23,7 +23,7 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
     // A kernel-TCP connection that may still move to shm (late_upgrade.h) is the set's too: its
     // kernel registration serves until it moves.
     if (!s || s->listening.load() ||
-        (s->mode.load() == san::SocketMode::kTcp && !san::LatePending(*s))) {
+        (s->mode.load() == san::SocketMode::kTcp && !san::SanlibCarries(*s))) {
       // A SAN socket closed since and its number reused: its old registration went with it.
       if (EpollSet::Involved(epfd)) EpollSet::DropFd(epfd, fd);
       return Real().epoll_ctl(epfd, op, fd, event);

@@ -25,9 +25,7 @@ inline SanSocket* ManagedShm(int fd) {
 // may still move to shm (socket/late_upgrade.h), whose reads and writes sanlib must count.
 inline SanSocket* ManagedData(int fd) {
   SanSocket* s = Managed(fd);
-  if (!s) return nullptr;
-  const SocketMode mode = s->mode.load(std::memory_order_acquire);
-  return mode == SocketMode::kShm || (mode == SocketMode::kTcp && LatePending(*s)) ? s : nullptr;
+  return s && SanlibCarries(*s) ? s : nullptr;
 }
 
 }  // namespace san::compat

@@ -100,6 +100,25 @@ void ConnectionThread::RemoveListener(int listen_fd) {
   if (control_.valid()) eventfd_write(control_.get(), 1);
 }
 
+std::unique_ptr<proto::Stream> ConnectionThread::CloseLateListener(int token,
+                                                                   const proto::FourTuple& tuple) {
+  std::vector<std::unique_ptr<fabric::Listener>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = served_.begin(); it != served_.end();) {
+      if (it->listen_fd == token) {
+        listeners.push_back(std::move(it->listener));
+        it = served_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (control_.valid()) eventfd_write(control_.get(), 1);
+  // Entries filed under the token stay under it (ServeRequests, Settle): ours to take.
+  return Claim(token, tuple);
+}
+
 void ConnectionThread::RenameListener(int from_fd, int to_fd) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Served& s : served_) {
@@ -410,14 +429,16 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       std::lock_guard<std::mutex> lock(mu_);
       size_t mine = std::count_if(pending_.begin(), pending_.end(),
                                   [&](const Pending& p) { return p.listen_fd == listen_fd; });
-      if (mine >= kMaxPendingPerListener) {
+      auto served = std::find_if(served_.begin(), served_.end(),
+                                 [&](const Served& v) { return v.listen_fd == listen_fd; });
+      // A late listener closed meanwhile (CloseLateListener) took its last channel already: a
+      // client accepted now would switch to a channel nobody claims.
+      if (mine >= kMaxPendingPerListener || (late && served == served_.end())) {
         s->endpoint().Reject();
         continue;
       }
       // Filed before Accept: once the client hears "accepted" it may connect over TCP at once
       // (a Claim meanwhile waits for `settling` to clear).
-      auto served = std::find_if(served_.begin(), served_.end(),
-                                 [&](const Served& v) { return v.listen_fd == listen_fd; });
       const SocketId id = served != served_.end() ? served->id : SocketId{};
       pending_.push_back(Pending{listen_fd, id, tuple.value(), std::move(stream).value(), true});
       pending_.back().late = late;
@@ -462,8 +483,9 @@ void ConnectionThread::Settle(proto::Stream* s, Status st) {
         SAN_LOG_INFO("rendezvous: accept: %s", st.ToString().c_str());
         it->stream->Abort();
         pending_.erase(it);
-      } else if (!served) {
+      } else if (!served && !it->late) {
         // Its listening socket closed here meanwhile: claimable by another holder for a while.
+        // (A late one stays under its token: CloseLateListener waits for it.)
         it->listen_fd = -1;
         it->orphaned_ns = NowNs();
       }

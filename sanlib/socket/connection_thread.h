@@ -74,6 +74,10 @@ class ConnectionThread {
   static constexpr int kAnyListener = -1;
   std::unique_ptr<proto::Stream> Claim(int listen_fd, const proto::FourTuple& tuple,
                                        bool wait = true);
+  // Closes a late upgrade's private listener (AddListener `late`): a request that arrives from
+  // now on is refused (its client stays kernel TCP), and the channel of one already taken is
+  // returned (after waiting, bounded, for one still settling), as its client may have switched.
+  std::unique_ptr<proto::Stream> CloseLateListener(int token, const proto::FourTuple& tuple);
   // Claim by another process that accepted the connection (handover.h): `proof_fd` must be that
   // connection's socket (EPERM otherwise). ENOENT: no channel for the tuple (a plain client);
   // ENXIO: we serve no rendezvous for its address (any more).

@@ -32,11 +32,9 @@ inline SanSocket* ShmSocket(int fd) {
 // the latter, still on the kernel socket (its calls go through LateKernelSend/Recv).
 inline SanSocket* DataSocket(int fd, bool* on_tcp) {
   SanSocket* s = Runtime::Get().table().Find(fd);
-  if (!s) return nullptr;
-  const SocketMode mode = s->mode.load(std::memory_order_acquire);
   *on_tcp = false;
-  if (mode == SocketMode::kShm) return s;
-  if (mode != SocketMode::kTcp || !LatePending(*s)) return nullptr;
+  if (!s || !SanlibCarries(*s)) return nullptr;
+  if (s->mode.load(std::memory_order_acquire) == SocketMode::kShm) return s;
   *on_tcp = !LateStep(*s);
   return s;
 }

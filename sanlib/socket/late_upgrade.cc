@@ -44,6 +44,9 @@ constexpr uint64_t kAfterWakeNs = kMs / 2;
 // Once a connection has proved itself by its bytes, a blocking bulk send goes to the kernel in
 // parts of this size, with a set-up step between them, until the socket switches.
 constexpr uint64_t kPartBytes = 256 << 10;
+// How long the end of a move (close, shutdown, fd passing) at the lower end waits for the upper
+// end's switch, which obliges it to follow (EndLateUpgrade).
+constexpr uint64_t kPeerSwitchedWaitNs = 200 * kMs;
 
 std::atomic<int> next_token{-2};
 
@@ -107,7 +110,8 @@ void AwaitFirstBytes(SanSocket& s) {
 // a peer that switched learns it at once (ECONNRESET) instead of waiting on a silent channel.
 void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   SAN_LOG_INFO("fd %d: stays kernel TCP (not moved to shm: %s)", s.fd.load(), why.c_str());
-  if (u.token != 0) Runtime::Get().connections().RemoveListener(u.token);
+  if (u.token != 0 && !u.stream)
+    u.stream = Runtime::Get().connections().CloseLateListener(u.token, u.tuple);
   u.token = 0;
   if (u.stream) {
     u.stream->Abort();
@@ -115,6 +119,19 @@ void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   }
   u.phase.store(LatePhase::kFailed);
   s.late_pending.store(false, std::memory_order_release);
+}
+
+// The lower end stops listening (mu held, phase kListening): true if the peer came all the same
+// (then the phase is kReady: the peer may switch as soon as it holds its half, so this end must
+// not give up now); false if it did not, and no longer can.
+bool TakeLastComer(LateUpgrade& u) {
+  std::unique_ptr<proto::Stream> got =
+      Runtime::Get().connections().CloseLateListener(u.token, u.tuple);
+  u.token = 0;
+  if (!got) return false;
+  u.stream = std::move(got);
+  u.phase.store(LatePhase::kReady);
+  return true;
 }
 
 // Whether the connection has carried SAN_UPGRADE_BYTES over TCP (the delay no longer applies).
@@ -166,14 +183,16 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       sockaddr_storage addr{};
       std::memcpy(&addr, &where, sizeof where);
       u.token = next_token.fetch_sub(1);
+      u.give_up_ns = now + kListenForNs;
+      // kListening before the peer can come: a read that meets the peer's wake byte must find
+      // the phase that makes it look for the peer's count (PeerEnd), or it takes the byte for data.
+      u.phase.store(LatePhase::kListening);
       Status st = rt.connections().AddListener(u.token, addr, std::move(l).value(),
                                                u.provider->capabilities(), params, true);
       if (!st.ok()) {
         u.token = 0;
         return FailLocked(s, u, "connection thread: " + st.ToString());
       }
-      u.give_up_ns = now + kListenForNs;
-      u.phase.store(LatePhase::kListening);
       return;
     }
     case LatePhase::kConnecting: {
@@ -201,7 +220,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         u.token = 0;
         u.stream = std::move(got);
         u.phase.store(LatePhase::kReady);
-      } else if (now > u.give_up_ns) {
+      } else if (now > u.give_up_ns && !TakeLastComer(u)) {
         FailLocked(s, u, "the peer never came (not a sanlib process?)");
       }
       return;
@@ -256,8 +275,8 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
                static_cast<unsigned long long>(written.value()),
                static_cast<unsigned long long>(u.consumed));
   u.phase.store(LatePhase::kSwitched);
+  Settle(s, std::move(u.stream), "");  // kShm first, then no longer pending (SanlibCarries)
   s.late_pending.store(false, std::memory_order_release);
-  Settle(s, std::move(u.stream), "");
   u.io.store(0);
   WakeSleepers(s);
 }
@@ -364,9 +383,27 @@ void CancelLateUpgrades() {
 
 void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {
   LateUpgrade& u = *s.late;
-  std::lock_guard<std::mutex> lock(u.mu);
-  if (try_switch && u.phase.load() == LatePhase::kReady) TrySwitch(s, u);
-  if (u.phase.load() != LatePhase::kSwitched) FailLocked(s, u, why);
+  const uint64_t deadline = NowNs() + kPeerSwitchedWaitNs;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(u.mu);
+      if (try_switch) {
+        // A peer that came is taken first: the upper end switches as soon as it holds its half.
+        if (u.phase.load() == LatePhase::kListening) TakeLastComer(u);
+        if (u.phase.load() == LatePhase::kReady) TrySwitch(s, u);
+      }
+      const LatePhase phase = u.phase.load();
+      if (phase == LatePhase::kSwitched || phase == LatePhase::kFailed) return;
+      // Giving up aborts the channel, which is harmless until the upper end switched. The upper
+      // end switches as soon as it holds its half, so once the lower end holds its own the
+      // upper's WAKEUP is usually on its way, and the lower end must follow or the peer's
+      // connection is reset: it waits for it (bounded; an upper end that cannot switch meanwhile
+      // -- its send queue stays full -- learns of the abort at its next try and stays TCP).
+      const bool peer_may_switch = try_switch && phase == LatePhase::kReady && u.lower;
+      if (!peer_may_switch || NowNs() >= deadline) return FailLocked(s, u, why);
+    }
+    sched_yield();
+  }
 }
 
 void OpenLateSide(SanSocket& s) {
@@ -460,7 +497,8 @@ ssize_t SendInParts(SanSocket& s, SendPart send_part, TakeOff advance) {
     if (n < 0) return total > 0 ? static_cast<ssize_t>(total) : n;
     total += static_cast<size_t>(n);
     if (advance(static_cast<size_t>(n)) || static_cast<uint64_t>(n) < limit) {
-      return static_cast<ssize_t>(total);  // all of it, or the kernel took less (a signal, a timeout)
+      return static_cast<ssize_t>(
+          total);  // all of it, or the kernel took less (a signal, a timeout)
     }
     if (LateStep(s)) return static_cast<ssize_t>(total);  // switched: the rest goes over shm
     if (s.late->phase.load() == LatePhase::kReady) {

@@ -104,9 +104,10 @@ void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer
 // never uses it; a socket both keep using is not supported).
 void CancelLateUpgrades();
 
-// close() of a candidate, or its fd passed to another process (`try_switch`): switches first if
-// the channel is ready (then the socket is a SAN one), else gives the set-up up, saying `why`.
-// san_upgrade (not `try_switch`): gives it up.
+// close() or shutdown() of a candidate, or its fd passed to another process (`try_switch`):
+// switches first if the channel is ready (then the socket is a SAN one), else gives the set-up
+// up, saying `why` (waiting, bounded, for a switch the peer's obliges). san_upgrade (not
+// `try_switch`): gives it up.
 void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why);
 
 // san_upgrade of a candidate: a move whose channel is made (both ends took part) is driven to

@@ -111,7 +111,8 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
     for (nfds_t i = 0; i < nfds; ++i) {
       SanSocket* s = fds[i].fd >= 0 ? Runtime::Get().table().Find(fds[i].fd) : nullptr;
       if (s && s->mode.load(std::memory_order_acquire) != SocketMode::kShm) {
-        may_move = may_move || LatePending(*s);
+        // Moving now (SanlibCarries reads in the order a switch needs) or later: a nap.
+        may_move = may_move || SanlibCarries(*s);
         s = nullptr;
       }
       slots.push_back(Slot{i, s});

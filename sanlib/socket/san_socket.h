@@ -82,4 +82,17 @@ inline bool LatePending(const SanSocket& s) {
   return s.late_pending.load(std::memory_order_acquire);
 }
 
+// Whether sanlib takes part in the socket's data calls and readiness: it is carried by a SAN
+// stream (kShm), or it is a kernel TCP connection that may still move there (late_upgrade.h),
+// whose kernel calls sanlib must count and whose move it must notice. late_pending is read before
+// mode: a switch publishes kShm before it clears late_pending (late_upgrade.cc TrySwitch), so a
+// call racing a switch sees one or the other, never neither -- a call that saw neither would go
+// to the kernel socket behind the switch's back (a send after the count the peer reads up to is
+// never read; a read takes the peer's wake byte as data).
+inline bool SanlibCarries(const SanSocket& s) {
+  const bool late = LatePending(s);
+  const SocketMode mode = s.mode.load(std::memory_order_acquire);
+  return mode == SocketMode::kShm || (late && mode == SocketMode::kTcp);
+}
+
 }  // namespace san

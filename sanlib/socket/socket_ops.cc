@@ -335,10 +335,14 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
 
 int Shutdown(int fd, int how) {
   SanSocket* s = Runtime::Get().table().Find(fd);
+  // A candidate moves now or never: a shutdown on the kernel socket would put its FIN among the
+  // bytes counted at the switch, and its wake byte after the FIN.
+  const bool valid = how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR;
+  if (s && valid && LatePending(*s)) EndLateUpgrade(*s, true, "shut down before the move");
   if (!s || s->mode.load(std::memory_order_acquire) != SocketMode::kShm) {
     return kernel::shutdown(fd, how);
   }
-  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+  if (!valid) {
     errno = EINVAL;
     return -1;
   }
@@ -381,9 +385,9 @@ void NoteDuplicate(int fd, int dup_fd) {
 namespace {
 
 enum class Number {
-  kSocket,         // still names the socket (close)
-  kGhost,          // the kernel just gave it out again: what we hold there is a ghost
-  kMaybeGhost,     // the sweep found a ghost: looked at again under the lock
+  kSocket,      // still names the socket (close)
+  kGhost,       // the kernel just gave it out again: what we hold there is a ghost
+  kMaybeGhost,  // the sweep found a ghost: looked at again under the lock
 };
 
 // Release, for a number that still names the socket or a ghost's.
