@@ -83,4 +83,14 @@ const RealCalls& Real() {
   return table;
 }
 
+namespace {
+
+// Resolved when the library is loaded, before the program's threads exist: a fork while another
+// thread was inside the first Real() (the connection thread's first poll, say) left the child's
+// copy of the static's guard "being initialised" for good, and every interposed call of the
+// child waited on it forever.
+__attribute__((constructor)) void ResolveAtLoad() { (void)Real(); }
+
+}  // namespace
+
 }  // namespace san::compat
