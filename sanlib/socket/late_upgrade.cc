@@ -17,6 +17,7 @@
 #include "socket/drive.h"
 #include "socket/iov_remainder.h"
 #include "socket/kernel.h"
+#include "socket/late_fork.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
 
@@ -168,6 +169,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
   switch (u.phase.load()) {
     case LatePhase::kWaiting: {
       if (now < u.next_ns && !ProvedByBytes(u)) return;
+      if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
       u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
@@ -369,18 +371,6 @@ void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer
   rt.connections().ScheduleLate(s.fd, s.id, s.late->next_ns);
 }
 
-void CancelLateUpgrades() {
-  Runtime::Get().table().ForEach([](SanSocket* s) {
-    if (!LatePending(*s)) return;
-    LateUpgrade& u = *s->late;
-    // Only marked: what the set-up made (a stream, a listener) is the parent's to use or end.
-    s->late_pending.store(false, std::memory_order_release);
-    u.phase.store(LatePhase::kFailed);
-    (void)u.stream.release();
-    u.token = 0;
-  });
-}
-
 void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {
   LateUpgrade& u = *s.late;
   const uint64_t deadline = NowNs() + kPeerSwitchedWaitNs;
@@ -432,7 +422,11 @@ bool LateStep(SanSocket& s) {
   if (phase == LatePhase::kSwitched || phase == LatePhase::kFailed) {
     return s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
   }
-  if (phase < LatePhase::kReady && NowNs() < u.next_ns && !ProvedByBytes(u)) return false;
+  if (phase < LatePhase::kReady) {
+    const uint64_t now = NowNs();
+    if (now < u.next_ns && !ProvedByBytes(u)) return false;
+    if (u.forked.load(std::memory_order_relaxed) && now < u.hold_check_ns.load()) return false;
+  }
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   Advance(s, u);

@@ -72,6 +72,10 @@ struct LateUpgrade {
   std::mutex mu;
   static constexpr uint32_t kSwitching = 1u << 31;
   std::atomic<uint32_t> io{0};  // kernel data calls in progress | kSwitching
+  // Came through a fork (late_fork.h): moves only once no other process holds it, looked at
+  // no earlier than hold_check_ns.
+  std::atomic<bool> forked{false};
+  std::atomic<uint64_t> hold_check_ns{0};
 
   const bool active;            // this end called connect() (its TCP_INFO counts the SYN as acked)
   const sockaddr_storage peer;  // canonical
@@ -99,10 +103,6 @@ struct LateUpgrade {
 // its peer (canonical address) is on this host and the configuration allows. `active`: it was
 // connect()ed (not accepted).
 void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer);
-// In a fork child: the inherited candidates stay kernel TCP there (the parent may still move
-// them, as a forking server's parent typically closes its copy at once and a fork + exec child
-// never uses it; a socket both keep using is not supported).
-void CancelLateUpgrades();
 
 // close() or shutdown() of a candidate, or its fd passed to another process (`try_switch`):
 // switches first if the channel is ready (then the socket is a SAN one), else gives the set-up

@@ -1,5 +1,4 @@
 #include "socket/runtime.h"
-#include "socket/late_upgrade.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +18,7 @@
 #include "common/this_pid.h"
 #include "fabric/address.h"
 #include "fabric/registry.h"
+#include "socket/late_fork.h"
 #include "socket/socket_ops.h"
 
 namespace san {
@@ -48,12 +48,13 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
         CheckMissedFork();  // a raw clone's child that forks: its locks are the parent's
         Runtime& rt = Get();
         rt.connections_.QuiesceForFork();  // first: a step of its thread may take the others
-        rt.table_.BeforeFork();
+        rt.table_.BeforeFork(&KeepAcrossFork);
         rt.connections_.BeforeFork();
         rt.closer_.BeforeFork();
       },
       [] {
         Runtime& rt = Get();
+        AfterLateFork(false);
         rt.closer_.AfterForkParent();
         rt.connections_.AfterForkParent();
         rt.table_.AfterForkParent();
@@ -70,9 +71,7 @@ void Runtime::AfterForkChild() {
   rt.connections_.AfterForkChild();
   rt.table_.AfterForkChild();
   NoteForkChild();
-  // The parent may move them; a child writing to the kernel socket meanwhile must not be told
-  // otherwise (late_upgrade.h).
-  CancelLateUpgrades();
+  AfterLateFork(true);
 }
 
 void Runtime::CheckMissedFork() {

@@ -148,14 +148,18 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
   return stream;
 }
 
+bool MakeHoldersPipe(SanSocket& s) {
+  int holders[2];
+  if (pipe2(holders, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  s.holders_read.reset(PlaceHigh(holders[0]));
+  s.holders_write.reset(PlaceHigh(holders[1]));
+  return true;
+}
+
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason) {
   if (stream) {
     if (s.nodelay_requested) stream->SetNoDelay(true);
-    int holders[2];
-    if (pipe2(holders, O_CLOEXEC | O_NONBLOCK) == 0) {
-      s.holders_read.reset(PlaceHigh(holders[0]));
-      s.holders_write.reset(PlaceHigh(holders[1]));
-    }
+    MakeHoldersPipe(s);
     Runtime::Get().CountSettled(stream.get());
     s.stream = std::move(stream);
     // kShm is "carried by a SAN stream", whichever provider; the stream's endpoint names it

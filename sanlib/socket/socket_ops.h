@@ -112,6 +112,9 @@ SanSocket* Track(int fd, bool nonblocking);
 // Makes a connected socket a SAN one over `stream`, or (stream == nullptr) records why it stays
 // TCP.
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason);
+// Gives the socket a fresh fork-holder pipe (SanSocket::holders_write); false if none could be
+// made (then the holders are counted instead).
+bool MakeHoldersPipe(SanSocket& s);
 // The client half of a SAN channel: a stream over a new endpoint of `provider`, connected to the
 // rendezvous at `rendezvous` with `tuple` (the TCP connection it stands beside) as its request.
 // `proof_fd` (optional): sent along for a ListenProved rendezvous (late_upgrade.h).

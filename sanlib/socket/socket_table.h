@@ -47,9 +47,11 @@ class SocketTable {
     return std::unique_lock<std::shared_mutex>(lifetime_);
   }
 
-  // pthread_atfork: no lock is held across fork.
-  void BeforeFork() {
+  // pthread_atfork: no lock is held across fork. `visit` sees every socket first, none of them
+  // closing meanwhile (late_fork.h).
+  void BeforeFork(const std::function<void(SanSocket*)>& visit) {
     lifetime_.lock();
+    ForEach(visit);
     index_.mutex().lock();
   }
   void AfterForkParent() {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -68,13 +69,9 @@ bool RecvAll(int fd, uint8_t* p, size_t n) {
   return true;
 }
 
-// A forked server: accepts one connection, echoes until EOF, then writes its mode (1 byte) and
-// whether every byte was echoed ('y'/'n') to `report`.
-pid_t EchoServer(int lfd, int report) {
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  alarm(30);
-  const int c = san_accept(lfd, nullptr, nullptr);
+// Echoes on `c` until EOF, then writes its mode (1 byte) and whether every byte was echoed
+// ('y'/'n') to `report`, and exits.
+[[noreturn]] void EchoUntilEof(int c, int report) {
   std::vector<uint8_t> buf(65536);
   bool ok = c >= 0;
   for (;;) {
@@ -87,6 +84,33 @@ pid_t EchoServer(int lfd, int report) {
   if (write(report, out, 2) != 2) _exit(3);
   san_close(c);
   _exit(0);
+}
+
+// A forked server: accepts one connection and echoes it (EchoUntilEof).
+pid_t EchoServer(int lfd, int report) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  alarm(30);
+  EchoUntilEof(san_accept(lfd, nullptr, nullptr), report);
+}
+
+// An accept-then-fork server (PostgreSQL, socat fork, inetd nowait): the acceptor forks a
+// handler that echoes the connection, and closes its own copy after `hold_ms` -- or, `keep`,
+// only once the handler is done (both processes hold the connection all along).
+pid_t AcceptThenForkServer(int lfd, int report, int hold_ms, bool keep) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  alarm(30);
+  const int c = san_accept(lfd, nullptr, nullptr);
+  const pid_t handler = fork();
+  if (handler < 0) _exit(5);
+  if (handler == 0) EchoUntilEof(c, report);
+  std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+  if (!keep) san_close(c);
+  int status = 0;
+  waitpid(handler, &status, 0);
+  if (keep) san_close(c);
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 4);
 }
 
 struct Verdict {
@@ -108,10 +132,10 @@ Verdict Reap(pid_t pid, int report) {
 // A client connected to a forked EchoServer; the destructor closes the client and collects the
 // server's verdict into `server` (checked by the test after the pair is gone).
 struct EchoPair {
-  EchoPair() {
+  explicit EchoPair(const std::function<pid_t(int lfd, int report)>& start_server = EchoServer) {
     lfd = Listen(&port);
     if (lfd < 0 || pipe(report) != 0) return;
-    server_pid = EchoServer(lfd, report[1]);
+    server_pid = start_server(lfd, report[1]);
     fd = Connect(port);
   }
   // Closes the client and collects the server's verdict.
@@ -148,6 +172,26 @@ TEST(LateUpgrade, ShortConnectionStaysKernelTcp) {
 
 // Echo of `total` bytes in `chunk`-byte steps, a pause of `pause_us` after each: the move to shm
 // happens somewhere in the middle.
+// Echoes `total` bytes as EchoAcrossTheMove does and returns both ends' modes at the end.
+struct EchoResult {
+  bool intact = false;
+  int client_mode = -1;
+  Verdict server;
+};
+EchoResult Echo(EchoPair& p, size_t total, size_t chunk, int pause_us) {
+  EchoResult r;
+  std::vector<uint8_t> out(chunk), in(chunk);
+  r.intact = true;
+  for (size_t at = 0; at < total && r.intact; at += chunk) {
+    for (size_t i = 0; i < chunk; ++i) out[i] = Pattern(at + i);
+    r.intact = SendAll(p.fd, out.data(), chunk) && RecvAll(p.fd, in.data(), chunk) && in == out;
+    if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  }
+  r.client_mode = ModeOf(p.fd);
+  r.server = p.Finish();
+  return r;
+}
+
 void EchoAcrossTheMove(size_t total, size_t chunk, int pause_us) {
   EchoPair p;
   ASSERT_GE(p.fd, 0);
@@ -168,6 +212,33 @@ void EchoAcrossTheMove(size_t total, size_t chunk, int pause_us) {
 TEST(LateUpgrade, PingPongMovesToShmOnBothEnds) { EchoAcrossTheMove(400 * 100, 100, 200); }
 
 TEST(LateUpgrade, LargeEchoesMoveToShmOnBothEnds) { EchoAcrossTheMove(64 << 20, 256 << 10, 0); }
+
+// The accept-then-fork server: once the acceptor let go (at once, or well past the delay), the
+// handler is the only holder and moves the connection (late_fork.h).
+TEST(LateUpgrade, ForkedHandlerMovesOnceTheAcceptorClosedItsCopy) {
+  for (int hold_ms : {0, 60}) {
+    EchoPair p(
+        [&](int lfd, int report) { return AcceptThenForkServer(lfd, report, hold_ms, false); });
+    ASSERT_GE(p.fd, 0);
+    const EchoResult r = Echo(p, 1500 * 100, 100, 200);
+    EXPECT_TRUE(r.intact) << "acceptor held it " << hold_ms << " ms";
+    EXPECT_TRUE(r.server.intact) << "acceptor held it " << hold_ms << " ms";
+    EXPECT_EQ(r.client_mode, SAN_MODE_SHM) << "acceptor held it " << hold_ms << " ms";
+    EXPECT_EQ(r.server.mode, SAN_MODE_SHM) << "acceptor held it " << hold_ms << " ms";
+  }
+}
+
+// Both processes hold the connection all along: neither moves it (a move by one would leave the
+// other's writes unread), and every byte arrives over kernel TCP.
+TEST(LateUpgrade, ConnectionHeldByTwoProcessesStaysKernelTcp) {
+  EchoPair p([](int lfd, int report) { return AcceptThenForkServer(lfd, report, 0, true); });
+  ASSERT_GE(p.fd, 0);
+  const EchoResult r = Echo(p, 1000 * 100, 100, 200);
+  EXPECT_TRUE(r.intact);
+  EXPECT_TRUE(r.server.intact);
+  EXPECT_EQ(r.client_mode, SAN_MODE_TCP);
+  EXPECT_EQ(r.server.mode, SAN_MODE_TCP);
+}
 
 // One way: the sender's bytes keep coming while both ends switch.
 TEST(LateUpgrade, OneWayBulkStreamAcrossTheMove) {

@@ -1,0 +1,89 @@
+#include "socket/late_fork.h"
+
+#include <new>
+
+#include "common/log.h"
+#include "socket/fork_holders.h"
+#include "socket/late_upgrade.h"
+#include "socket/runtime.h"
+#include "socket/socket_ops.h"
+
+namespace san {
+namespace {
+
+// At most this many candidates keep their chance across one fork (each costs the pipe's two
+// fds); the child gives up the others, as it gives up candidates whose set-up is under way.
+constexpr size_t kMaxKept = 256;
+// How often a forked candidate looks whether the other process let go of it.
+constexpr uint64_t kHoldRecheckNs = 20 * 1000 * 1000;
+
+// The candidates whose step locks the prepare handler holds (fork handlers run in the forking
+// thread alone, one fork at a time: the table's locks are held from prepare to the end).
+SanSocket* kept[kMaxKept];
+size_t kept_count = 0;
+
+void Keep(SanSocket* s) {
+  LateUpgrade& u = *s->late;
+  if (kept_count == kMaxKept || !u.mu.try_lock()) return;  // a step under way: the child gives up
+  if (u.phase.load() != LatePhase::kWaiting ||
+      (!s->holders_write.valid() && !MakeHoldersPipe(*s))) {
+    u.mu.unlock();
+    return;
+  }
+  u.forked.store(true);
+  u.hold_check_ns.store(0);
+  kept[kept_count++] = s;
+}
+
+bool IsKept(const SanSocket* s) {
+  for (size_t i = 0; i < kept_count; ++i) {
+    if (kept[i] == s) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void KeepAcrossFork(SanSocket* s) {
+  if (LatePending(*s)) Keep(s);
+}
+
+void AfterLateFork(bool child) {
+  if (child) {
+    // Our copies of the kept ones are whole (their step locks were held across the fork), save
+    // the locks of the parent's other threads: a reader asleep in the kernel holds in_mu, a
+    // kernel call counts in io. Their bytes read by the parent are the parent's to count; a
+    // count that differs from the kernel's stops the switch (TrySwitch: "unseen reads").
+    for (size_t i = 0; i < kept_count; ++i) {
+      LateUpgrade& u = *kept[i]->late;
+      new (&u.in_mu) std::mutex();
+      u.io.store(0);
+    }
+    Runtime::Get().table().ForEach([](SanSocket* s) {
+      if (!LatePending(*s) || IsKept(s)) return;
+      // Only marked: what the set-up made (a stream, a listener) is the parent's to use or end.
+      LateUpgrade& u = *s->late;
+      s->late_pending.store(false, std::memory_order_release);
+      u.phase.store(LatePhase::kFailed);
+      (void)u.stream.release();
+      u.token = 0;
+    });
+  }
+  for (size_t i = 0; i < kept_count; ++i) kept[i]->late->mu.unlock();
+  kept_count = 0;
+}
+
+bool SoleHolder(SanSocket& s, uint64_t now_ns) {
+  LateUpgrade& u = *s.late;
+  if (!u.forked.load()) return true;
+  if (now_ns < u.hold_check_ns.load()) return false;
+  if (OthersHold(s)) {
+    u.hold_check_ns.store(now_ns + kHoldRecheckNs);
+    return false;
+  }
+  u.forked.store(false);
+  SAN_LOG_DEBUG("fd %d: no other process holds the connection any more: it may move", s.fd.load());
+  return true;
+}
+
+}  // namespace san

@@ -1,0 +1,38 @@
+// Late upgrade candidates across fork() (late_upgrade.h): a connection that starts on kernel TCP
+// moves to shm only while one process holds it, and that is the process that moves it.
+//
+// The accept-then-fork server (PostgreSQL, socat fork, inetd's nowait services, classic forking
+// servers) accepts, forks a child to serve the connection and closes its own copy. The child is
+// then the only holder and moves the connection at its time, as an accepting process would.
+// Until then neither process moves it: a process that moved a connection the other still uses
+// would leave that one writing bytes nobody reads.
+//
+// How: the fork's prepare handler gives every candidate still waiting (nothing made yet) a
+// fork-holder pipe (fork_holders.h, as eager SAN sockets have) and holds its step lock across the
+// fork, so both copies of its state are whole. After the fork both processes keep those
+// candidates, marked `forked`: a step looks at the pipe (OthersHold, some ten system calls, at
+// most every kHoldRecheck) and goes on only once no other process holds the connection. The
+// child gives up every other candidate (a set-up under way belongs to the parent).
+//
+// Thread-safety: KeepAcrossFork and AfterLateFork run in the fork handlers (runtime.cc), the
+// former under the socket table's exclusive lifetime lock (no socket closes meanwhile);
+// SoleHolder under the candidate's step lock.
+#pragma once
+
+#include <cstdint>
+
+#include "socket/san_socket.h"
+
+namespace san {
+
+// The prepare handler's visit of each socket: a candidate still waiting is kept (its step lock
+// held until AfterLateFork).
+void KeepAcrossFork(SanSocket* s);
+// The parent's and the child's handler (the child's after the socket table is usable again).
+void AfterLateFork(bool child);
+
+// Whether a candidate that came through a fork may take its next step: true once no other
+// process holds it (then it is an ordinary candidate again). mu held.
+bool SoleHolder(SanSocket& s, uint64_t now_ns);
+
+}  // namespace san
