@@ -1,0 +1,6 @@
+"""placeholder"""
+SECTION = "drpc"
+
+
+def run(ctx, results):
+    results.note(SECTION, "not yet")

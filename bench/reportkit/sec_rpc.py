@@ -1,0 +1,6 @@
+"""placeholder"""
+SECTION = "rpc"
+
+
+def run(ctx, results):
+    results.note(SECTION, "not yet")
