@@ -9,6 +9,7 @@ that did not go over shm raises Failed.
 """
 import os
 import signal
+import time
 
 from . import sanpath
 from .procs import Failed, Proc, run, wait_listening
@@ -41,8 +42,9 @@ def san_env(mode, report):
     return env
 
 
-def wrap(ctx, transport, argv):
-    return [ctx.sanrun, "--"] + list(argv) if transport == "san" else list(argv)
+def wrap(ctx, transport, argv, preload=True):
+    """Under sanrun for SAN, unless the program is linked with sanlib itself (preload=False)."""
+    return [ctx.sanrun, "--"] + list(argv) if transport == "san" and preload else list(argv)
 
 
 class PairResult:
@@ -56,19 +58,22 @@ class PairResult:
 
 def run_pair(ctx, tag, transport, mode, server_argv, client_argv, port, timeout,
              min_bytes=1, processes=2, server_env=None, probe=None, check=None,
-             stop_signal=signal.SIGTERM):
+             stop_signal=signal.SIGTERM, preload=True, tcp_env=None, client_cpu=1,
+             upgraded=0, settle_s=0.0):
     """probe: a second client (argv) run the same way after the measured one, to fetch known
     bytes; check(client_output, probe_output) raises Failed on a wrong reply. Returns
-    PairResult."""
+    PairResult. preload=False: both programs are linked with sanlib (no sanrun); tcp_env is then
+    what makes their TCP run plain (SAN_PROVIDER=off)."""
     report = sanpath.fresh(ctx.tmp, tag)
-    env = san_env(mode, report) if transport == "san" else {}
+    env = san_env(mode, report) if transport == "san" else dict(tcp_env or {})
     senv = dict(env)
     senv.update(server_env or {})
-    server = Proc(wrap(ctx, transport, server_argv), env=senv, cpu=0,
+    server = Proc(wrap(ctx, transport, server_argv, preload), env=senv, cpu=0,
                   log=ctx.log("%s-%s-%s-server" % (tag, transport, mode)))
     try:
         wait_listening(port, server)
-        client = Proc(wrap(ctx, transport, client_argv), env=env, cpu=1, capture=True)
+        client = Proc(wrap(ctx, transport, client_argv, preload), env=env, cpu=client_cpu,
+                      capture=True)
         status = client.wait(timeout)
         with open(ctx.log("%s-%s-%s-client" % (tag, transport, mode)), "wb") as f:
             f.write(client.output)
@@ -77,13 +82,15 @@ def run_pair(ctx, tag, transport, mode, server_argv, client_argv, port, timeout,
             raise Failed("%s exited %s: %s" % (client.name, status, " ".join(tail)))
         probe_out = ""
         if probe:
-            probe_out = run(wrap(ctx, transport, probe), 30, env=env).output.decode(
+            probe_out = run(wrap(ctx, transport, probe, preload), 30, env=env).output.decode(
                 errors="replace")
     finally:
+        if settle_s:  # let a daemon reap the session that served the client, for its CPU
+            time.sleep(settle_s)
         server.stop(stop_signal)
     if check:
         check(client.output.decode(errors="replace"), probe_out)
     verified = "kernel TCP"
     if transport == "san":
-        verified = sanpath.verify(report, processes, min_bytes)
+        verified = sanpath.verify(report, processes, min_bytes, upgraded)
     return PairResult(client, server, verified)
