@@ -193,10 +193,11 @@ Status WriteJson(const std::string& path, const std::vector<Row>& rows) {
     s += "  {\"transport\": \"" + r.transport + "\", \"mode\": \"" + ModeName(r.mode) +
          "\", \"size\": " + std::to_string(r.size);
     if (r.kind == Kind::kLatency) {
-      s += ", \"one_way_us\": " + Number(r.value) + ", \"p99_us\": " + Number(r.p99_us) + "}";
+      s += ", \"one_way_us\": " + Number(r.value) + ", \"p99_us\": " + Number(r.p99_us);
     } else {
-      s += ", \"gbytes_per_s\": " + Number(r.value) + "}";
+      s += ", \"gbytes_per_s\": " + Number(r.value);
     }
+    s += ", \"cpu_us_per_op\": " + Number(r.cpu_us) + "}";
     s += i + 1 < rows.size() ? ",\n" : "\n";
   }
   s += "]\n";
@@ -206,7 +207,8 @@ Status WriteJson(const std::string& path, const std::vector<Row>& rows) {
 Status WriteCsv(const std::string& path, const std::vector<Row>& rows) {
   const bool latency = rows.empty() || rows[0].kind == Kind::kLatency;
   std::string s =
-      latency ? "transport,mode,size,one_way_us,p99_us\n" : "transport,mode,size,gbytes_per_s\n";
+      latency ? "transport,mode,size,one_way_us,p99_us,cpu_us_per_op\n"
+              : "transport,mode,size,gbytes_per_s,cpu_us_per_op\n";
   for (const Row& r : rows) {
     s +=
         r.transport + "," + ModeName(r.mode) + "," + std::to_string(r.size) + "," + Number(r.value);
@@ -214,6 +216,8 @@ Status WriteCsv(const std::string& path, const std::vector<Row>& rows) {
       s += ',';
       if (std::isfinite(r.p99_us)) s += Number(r.p99_us);
     }
+    s += ',';
+    if (std::isfinite(r.cpu_us)) s += Number(r.cpu_us);
     s += "\n";
   }
   return WriteFile(path, s);

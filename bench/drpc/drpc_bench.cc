@@ -29,7 +29,7 @@
 #include <sstream>
 #include <thread>
 
-#include "../common/process_cpu.h"
+#include "../shared/process_cpu.h"
 #include "bench_client.h"
 #include "transport/malloc_tuning.h"
 

@@ -52,6 +52,7 @@ def main(argv, repo):
     load_before = machine.load()
     tmp = tempfile.mkdtemp(prefix="san-report.", dir="/dev/shm" if os.path.isdir("/dev/shm")
                            else None)
+    os.chmod(tmp, 0o755)  # servers that drop privileges (nginx's worker, vsftpd) read files here
     ctx = pair.Context(build, out, tmp, a.quick, runs)
     res = results.Results()
     chosen = [NAMES[s] for s in a.only.split(",")] if a.only else SECTIONS

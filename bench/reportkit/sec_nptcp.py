@@ -2,6 +2,7 @@
 at large ones, from NPtcp's output file (bytes, Mbit/s, seconds per one-way message), three ways.
 Before the measured runs, each transport runs NPtcp -i (integrity check: every byte of every
 message compared) over the same sizes, and a SAN row stands only if that check passed over shm.
+--quick fixes NPtcp's repeats per size at 1000 (-n), else NPtcp sizes them itself.
 NPtcp sweeps many sizes in one process pair, so its CPU column is the CPU the pair used per
 second of the sweep (2.0: both processes always busy), not per operation.
 """
@@ -21,7 +22,7 @@ def sweep(ctx, transport, mode, integrity, upper):
     out = os.path.join(ctx.tmp, "np.%s.%s" % (transport, mode))
     if os.path.exists(out):
         os.unlink(out)
-    extra = ["-i"] if integrity else []
+    extra = (["-i"] if integrity else []) + (["-n", "1000"] if ctx.quick else [])
     server = ["NPtcp", "-P", str(port), "-p", "0", "-u", str(upper)] + extra
     client = ["NPtcp", "-h", "127.0.0.1", "-P", str(port), "-p", "0", "-u", str(upper),
               "-o", out] + extra

@@ -50,8 +50,9 @@ def run(ctx, results):
             add_rows(results, kind, rows, run_no)
     TEXT = others_table()
     results.note(SECTION, "san-bench verifies every payload and fails on a connection that "
-                 "fell back to TCP; 'SAN verified' is its check. No CPU column yet: san-bench "
-                 "does not measure CPU (spin-mode rows use two full CPUs by construction).")
+                 "fell back to TCP; 'SAN verified' is its check. CPU/op: client (getrusage) + "
+                 "server (/proc schedstat) over the measured chunks, per round trip (latency) or "
+                 "per GB (bandwidth).")
 
 
 def add_rows(results, kind, rows, run_no):
@@ -63,8 +64,12 @@ def add_rows(results, kind, rows, run_no):
         hb = kind != "latency"
         name = "san-bench %s" % label(r["size"])
         t = {"sanlib": "san", "tcp": "tcp"}.get(r["transport"])
+        cpu = r.get("cpu_us_per_op")
+        if cpu is not None and kind == "bandwidth":
+            cpu = cpu * 1e-6 / (r["size"] / 1e9)  # s/GB
         if t:
-            results.add(SECTION, name, mode, t, run_no, metric, unit, hb, r[key], None, "",
+            results.add(SECTION, name, mode, t, run_no, metric, unit, hb, r[key], cpu,
+                        "us" if kind == "latency" else "s/GB",
                         "san-bench: payload checked, no fallback" if t == "san" else "")
         _others.setdefault((kind, mode, r["size"], r["transport"]), []).append(r[key])
 
