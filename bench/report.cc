@@ -18,8 +18,8 @@ namespace {
 // Columns of the figures, in order.
 const std::vector<std::string>& TransportColumns(Kind kind) {
   static const std::vector<std::string> kLatency = {"raw-shm", "sanlib", "tcp", "unix"};
-  static const std::vector<std::string> kBandwidth = {"raw-shm", "sanlib", "sanlib-combine", "tcp",
-                                                      "unix"};
+  static const std::vector<std::string> kBandwidth = {"raw-shm", "sanlib", "sanlib-combine",
+                                                      "tcp",     "tcp-nodelay", "unix"};
   return kind == Kind::kLatency ? kLatency : kBandwidth;
 }
 
@@ -94,15 +94,15 @@ void PrintBandwidth(FILE* out, const ReportInfo& info, const std::vector<Row>& r
   fprintf(out,
           "\n== bandwidth, %s mode: GB/s (10^9 bytes/s) at the receiver, median of 8 chunks ==\n",
           ModeName(mode));
-  PrintRow(out, {"size", "raw-shm", "sanlib", "san+comb", "tcp", "unix", "san/tcp", "comb/tcp",
-                 "san/unix", "san/raw"});
+  PrintRow(out, {"size", "raw-shm", "sanlib", "san+comb", "tcp", "tcp-nd", "unix", "san/tcpnd",
+                 "comb/tcp", "san/unix", "san/raw"});
   for (uint32_t size : info.sizes) {
     const double raw = value("raw-shm", size), san = value("sanlib", size);
     const double comb = value("sanlib-combine", size), tcp = value("tcp", size);
-    const double unx = value("unix", size);
-    PrintRow(out,
-             {SizeLabel(size), Figure(raw), Figure(san), Figure(comb), Figure(tcp), Figure(unx),
-              Ratio(san, tcp), Ratio(comb, tcp), Ratio(san, unx), Ratio(san, raw)});
+    const double tcp_nd = value("tcp-nodelay", size), unx = value("unix", size);
+    PrintRow(out, {SizeLabel(size), Figure(raw), Figure(san), Figure(comb), Figure(tcp),
+                   Figure(tcp_nd), Figure(unx), Ratio(san, tcp_nd), Ratio(comb, tcp),
+                   Ratio(san, unx), Ratio(san, raw)});
   }
 }
 
@@ -158,6 +158,7 @@ const char* Colour(const std::string& transport) {
   if (transport == "sanlib") return "#d95f02";
   if (transport == "sanlib-combine") return "#e7298a";
   if (transport == "tcp") return "#7570b3";
+  if (transport == "tcp-nodelay") return "#e6ab02";
   return "#66a61e";
 }
 
@@ -181,8 +182,9 @@ void PrintReport(FILE* out, const ReportInfo& info, const std::vector<Row>& rows
   } else {
     fprintf(out,
             "sanlib: TCP_NODELAY (every send its own packet); san+comb: sanlib with default "
-            "combining; tcp: Nagle on.\nsan/tcp, comb/tcp, san/unix: sanlib / kernel (>1: sanlib "
-            "is faster). san/raw: sanlib / raw-shm. '-': not run or failed.\n");
+            "combining; tcp: Nagle on; tcp-nd: TCP_NODELAY.\nsan/tcpnd (like against like: both "
+            "NODELAY), comb/tcp (both coalescing), san/unix: sanlib / kernel (>1: sanlib is "
+            "faster). san/raw: sanlib / raw-shm. '-': not run or failed.\n");
   }
 }
 

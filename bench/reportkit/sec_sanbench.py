@@ -62,8 +62,7 @@ def add_rows(results, kind, rows, run_no):
         metric = "one-way latency" if kind == "latency" else "bandwidth"
         unit = "us" if kind == "latency" else "GB/s"
         hb = kind != "latency"
-        name = "san-bench %s" % label(r["size"])
-        t = {"sanlib": "san", "tcp": "tcp"}.get(r["transport"])
+        name, t = row_of(kind, r["transport"], r["size"])
         cpu = r.get("cpu_us_per_op")
         if cpu is not None and kind == "bandwidth":
             cpu = cpu * 1e-6 / (r["size"] / 1e9)  # s/GB
@@ -74,26 +73,43 @@ def add_rows(results, kind, rows, run_no):
         _others.setdefault((kind, mode, r["size"], r["transport"]), []).append(r[key])
 
 
+def row_of(kind, transport, size):
+    """(row name, 'san' or 'tcp') of a san-bench transport, or (None, None): each SAN variant is
+    set against its like -- latency both TCP_NODELAY; bandwidth both TCP_NODELAY (sanlib vs
+    tcp-nodelay) and both coalescing small sends (sanlib-combine vs tcp with Nagle)."""
+    base = "san-bench %s" % label(size)
+    if kind == "latency":
+        return base, {"sanlib": "san", "tcp": "tcp"}.get(transport)
+    pairs = {"sanlib": (" NODELAY both", "san"), "tcp-nodelay": (" NODELAY both", "tcp"),
+             "sanlib-combine": (" coalescing (SAN combine, TCP Nagle)", "san"),
+             "tcp": (" coalescing (SAN combine, TCP Nagle)", "tcp")}
+    if transport not in pairs:
+        return None, None
+    return base + pairs[transport][0], pairs[transport][1]
+
+
 def others_table():
     lines = ["Every transport san-bench measures, medians over the runs (raw-shm: the provider "
-             "driven directly; `san/unix`: how many times better sanlib is than Unix sockets):",
-             "", "| figure | mode | size | raw-shm | sanlib | san+comb | tcp | unix | san/tcp | "
-             "san/unix |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "driven directly; `san/tcp`: sanlib against TCP with TCP_NODELAY, `san/unix` against Unix "
+             "sockets, how many times better sanlib is):",
+             "", "| figure | mode | size | raw-shm | sanlib | san+comb | tcp | tcp-nodelay | unix | "
+             "san/tcp | san/unix |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     keys = sorted({k[:3] for k in _others}, key=lambda k: (k[0], k[1], k[2]))
     for kind, mode, size in keys:
         med = {t: statistics.median(v) for (k, m, s, t), v in _others.items()
                if (k, m, s) == (kind, mode, size)}
 
-        def adv(other):
-            a, b = med.get("sanlib"), med.get(other)
+        def adv(other, san="sanlib"):
+            a, b = med.get(san), med.get(other)
             if not a or not b:
                 return "-"
             return "%.2fx" % (a / b if kind == "bandwidth" else b / a)
         cells = ["%.3g" % med[t] if t in med else "-" for t in
-                 ("raw-shm", "sanlib", "sanlib-combine", "tcp", "unix")]
+                 ("raw-shm", "sanlib", "sanlib-combine", "tcp", "tcp-nodelay", "unix")]
         lines.append("| %s | %s | %s | %s | %s | %s |" % (
             kind + (" (us)" if kind == "latency" else " (GB/s)"), mode, label(size),
-            " | ".join(cells), adv("tcp"), adv("unix")))
+            " | ".join(cells), adv("tcp" if kind == "latency" else "tcp-nodelay"), adv("unix")))
     return "\n".join(lines)
 
 
