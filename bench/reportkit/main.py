@@ -75,7 +75,7 @@ def main(argv, repo):
         if hasattr(sec, "extra_plots"):
             for section, pngs in sec.extra_plots(ctx).items():
                 plots.setdefault(section, []).extend(pngs)
-        if hasattr(sec, "TEXT"):
+        if getattr(sec, "TEXT", ""):
             extra[sec.SECTION] = sec.TEXT
     header = machine.header(repo, ["bench/report"] + argv, load_before, started, a.quick)
     with open(os.path.join(out, "report.md"), "w") as f:

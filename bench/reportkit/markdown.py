@@ -63,8 +63,52 @@ def modes_legend():
     return "\n".join("- `%s`: %s" % (k, v) for k, v in MODES.items() if k != "-")
 
 
+def headlines(results):
+    """One line per section: its first figure's SAN-vs-TCP ratio in every mode it ran, so that no
+    ratio is quoted without the mode it was taken in."""
+    out = ["## Headlines", "",
+           "The first figure of each section, SAN vs TCP (> 1: SAN better) in each mode it ran; "
+           "CPU/op SAN : TCP beside it.", "",
+           "| section | figure | defaults | both sleep | both spin |", "| --- | --- | --- | --- | --- |"]
+    for section in results.sections():
+        rows = results.in_section(section)
+        first = rows[0]
+        cells = []
+        for mode in ("default", "sleep", "spin"):
+            r = next((x for x in rows if (x.name, x.metric) == (first.name, first.metric)
+                      and x.mode == mode), None)
+            if r is None:
+                cells.append("not run" if mode != "spin" else "-")
+            elif r.failures["san"]:
+                cells.append("**FAILED**")
+            else:
+                cs, ct = r.cpu_median("san"), r.cpu_median("tcp")
+                cpu = " (CPU %s : %s %s)" % (fig(cs), fig(ct), r.cpu_unit) if (
+                    cs is not None and ct is not None) else ""
+                cells.append(ratio(r.advantage()) + cpu)
+        out.append("| %s | %s %s | %s |" % (section.split(" (")[0], first.name, first.metric,
+                                             " | ".join(cells)))
+    return "\n".join(out)
+
+
+def below_kernel(results):
+    """Every row whose SAN median is worse than TCP's: the issue asks that each be looked at."""
+    rows = [r for key, r in results.rows.items() if not r.failed() and r.advantage() is not None
+            and r.advantage() < 1]
+    if not rows:
+        return "## Rows where SAN is below the kernel\n\nNone in this run.\n"
+    out = ["## Rows where SAN is below the kernel", "",
+           "Each is a place to look; where its cause is known, the section's notes say it.", ""]
+    for r in rows:
+        out.append("- %s: %s, %s %s: %s (SAN %s vs TCP %s %s)" % (
+            r.section.split(" (")[0], r.name, r.mode, r.metric, ratio(r.advantage()),
+            fig(r.median("san")), fig(r.median("tcp")), r.unit))
+    return "\n".join(out) + "\n"
+
+
 def document(header, results, plots, section_text):
-    parts = [header, "", "Modes of the application rows:", modes_legend(), ""]
+    parts = [header, "", "Modes of the application rows:", modes_legend(), "",
+             headlines(results), "", below_kernel(results)]
     for section in results.sections():
         parts.append("## " + section)
         parts.append("")

@@ -9,10 +9,12 @@ its rows are checked for errors only and say so.
 import csv
 import os
 
-from .procs import Failed, run as run_prog
+from . import profile
+from .procs import run as run_prog
 
 SECTION = "connection set-up (conn-bench: connect, echo, close)"
 RATE_UNITS = ("1/s", "req/s")
+TEXT = ""
 
 
 def run(ctx, results):
@@ -36,9 +38,30 @@ def run(ctx, results):
                          [("conn/s", "1/s", True, "us")])
             continue
         add(results, setup, rows)
+    profile_eager(ctx, results)
+    results.note(SECTION, "Known causes: the eager set-up builds a shm channel inside connect() "
+                 "and costs several TCP connections' CPU each (profile above when it is below "
+                 "TCP); the late set-up costs what TCP costs plus the socket table, the "
+                 "candidate's bookkeeping and the connection thread (docs/bench.md).")
     results.note(SECTION, "CPU/op: user+sys of client and server processes per connection "
                  "(conn-bench, wait4). Late set-up rows: the connections end on kernel TCP by "
                  "design (too short to move), so 'verified' is errors = 0 only.")
+
+
+def profile_eager(ctx, results):
+    """The eager set-up is below TCP by design today; show where its connections' CPU goes."""
+    global TEXT
+    rows = [r for r in results.in_section(SECTION) if r.name.startswith("churn c=1 (eager)")]
+    if not rows or rows[0].failed() or (rows[0].advantage() or 1) >= 1:
+        return
+    text = profile.top_symbols(ctx, "conn-eager", [
+        ctx.bin("conn-bench"), "churn", "--transport", "san", "--clients", "1", "--seconds", "1",
+        "--runs", "1"], {"SAN_SETUP": "eager"})
+    TEXT = ("Eager set-up below TCP: a profile of one `conn-bench churn --transport san "
+            "--clients 1` run (perf, samples by process, library and symbol; the full report is "
+            "`raw/conn-eager.profile.txt`):\n\n```\n%s\n```\n\nThe connection set-up code "
+            "(sanlib/socket) is being reworked; the late set-up rows show the cost without the "
+            "eager shm channel." % text)
 
 
 def add(results, setup, rows):

@@ -142,7 +142,9 @@ def run(ctx, results):
     cp_note(ctx, results, site, sizes)
     results.note(SECTION, "wall time: exec of ftp_client to its exit (after the 226 reply and "
                  "QUIT), microsecond clock. CPU: client + server (daemon and the session it "
-                 "reaped) per GB. vsftpd is anonymous with the same ftp_client on kernel TCP.")
+                 "reaped) per GB. vsftpd is anonymous with the same ftp_client on kernel TCP; its "
+                 "CPU counts the master and the session processes it had reaped when stopped "
+                 "(0.2 s after the client's exit), so it may read low.")
 
 
 def cp_note(ctx, results, site, sizes):
