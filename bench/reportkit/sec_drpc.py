@@ -37,6 +37,11 @@ def run(ctx, results):
                              [("Ping p50", "us", False, "us")])
     results.note(SECTION, "Ping CPU/op: drpcd + client process per call (/proc schedstat over the "
                  "measured blocks). Transfers: CPU ms per transfer (10 ms ticks).")
+    results.note(SECTION, "Known: under the defaults the in-the-call transfers (bytes in gRPC "
+                 "messages) can fall below TCP on 2 CPUs while both-sleeping rows do not: gRPC's "
+                 "polling threads each spin up to SAN_SPIN_US on the CPUs the copies need "
+                 "(docs/drpc.md, problems 3 and 4). The data-connection rows move the bytes "
+                 "outside gRPC.")
 
 
 def add(results, mode, run_no, rows):
