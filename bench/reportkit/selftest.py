@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(HERE))
 from reportkit import markdown, results, sanpath  # noqa: E402
 from reportkit.procs import Failed  # noqa: E402
