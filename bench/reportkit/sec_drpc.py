@@ -41,7 +41,10 @@ def run(ctx, results):
                  "messages) can fall below TCP on 2 CPUs while both-sleeping rows do not: gRPC's "
                  "polling threads each spin up to SAN_SPIN_US on the CPUs the copies need "
                  "(docs/drpc.md, problems 3 and 4). The data-connection rows move the bytes "
-                 "outside gRPC.")
+                 "outside gRPC. Both sleeping, a SAN wake-up costs more syscalls than a kernel "
+                 "socket's (the doorbell is an epoll fd, then an eventfd read and a liveness "
+                 "recv; docs/bench.md), so rows bound by wake-ups (Ping, in-call transfers) sit "
+                 "at parity or a little below.")
 
 
 def add(results, mode, run_no, rows):
