@@ -23,8 +23,9 @@ def run(ctx, results):
     only = "churn" if ctx.quick else "churn,hold,nginx"
     for setup in ("eager", "late"):
         out = os.path.join(ctx.out, "raw", "conn-%s" % setup)
+        # At most 3 runs: a full conn-bench.sh run of every workload takes minutes per run.
         argv = [os.path.join(here, "conn", "conn-bench.sh"), "--build", ctx.build, "--only", only,
-                "--runs", str(ctx.runs), "--out", out]
+                "--runs", str(min(ctx.runs, 3)), "--out", out]
         argv += ["--seconds", "1", "--connections", "2000"] if ctx.quick else []
         p = run_prog(argv, 3000, env={"SAN_SETUP": setup})
         with open(ctx.log("conn-%s" % setup), "wb") as f:
@@ -39,6 +40,7 @@ def run(ctx, results):
                          [("conn/s", "1/s", True, "us")])
             continue
         add(results, setup, rows)
+        add_failures(results, setup, rows, os.path.join(out, "summary.csv"))
     profile_eager(ctx, results)
     results.note(SECTION, "Known causes: the eager set-up builds a shm channel inside connect() "
                  "and costs several TCP connections' CPU each (profile above when it is below "
@@ -69,6 +71,23 @@ def profile_eager(ctx, results):
             "eager shm channel." % text)
 
 
+def add_failures(results, setup, rows, summary):
+    """conn-bench.sh's FAILED rows (a hung or crashed run: no figures in runs.csv) fail every
+    metric the workload has in the other transport's rows."""
+    try:
+        failed = [r for r in csv.DictReader(open(summary)) if r["metric"] == "FAILED"]
+    except OSError:
+        return
+    for f in failed:
+        t = "san" if f["unit"] == "san" else "tcp"
+        metrics = {(r["metric"], r["unit"]) for r in rows if r["workload"] == f["workload"]
+                   and r["metric"] not in ("errors", "on shm") and not r["metric"].startswith("cpu")}
+        results.fail(SECTION, "%s (%s)" % (f["workload"], setup), "default", t,
+                     "conn-bench.sh: " + f["note"],
+                     [(m, u, u in RATE_UNITS, "us") for m, u in sorted(metrics)] or
+                     [("run", "-", False, "us")])
+
+
 def add(results, setup, rows):
     runs = {}
     for r in rows:
@@ -83,10 +102,10 @@ def add(results, setup, rows):
         if errors:
             problem = "%d errors" % errors
         elif t == "san" and setup == "eager" and shm is not None and shm < 100:
-            problem = "only %.0f %% of SAN connections on shm" % shm
+            problem = "only %.2f %% of SAN connections on shm" % shm
         ver = ""
         if t == "san":
-            ver = "on shm: %.0f %%" % shm if setup == "eager" and shm is not None else "errors = 0"
+            ver = "on shm: %.2f %%" % shm if setup == "eager" and shm is not None else "errors = 0"
         for metric, m in metrics.items():
             if metric in ("errors", "on shm") or metric.startswith("cpu"):
                 continue
