@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 
 from . import machine, markdown, pair, plot, results
 from . import (sec_conn, sec_drpc, sec_ftp, sec_iperf, sec_nginx, sec_nptcp, sec_redis,
@@ -60,7 +61,12 @@ def main(argv, repo):
         for sec in chosen:
             t0 = time.monotonic()
             print("== %s" % sec.SECTION, flush=True)
-            sec.run(ctx, res)
+            try:
+                sec.run(ctx, res)
+            except Exception as e:  # a broken section is a FAILED row, the others still run
+                traceback.print_exc()
+                res.fail(sec.SECTION, "section", "-", "san", "the section stopped: %r" % e,
+                         [("run", "-", False, "")])
             print("   %.0f s" % (time.monotonic() - t0), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -72,9 +72,12 @@ class Proc:
         full_env.update(env or {})
         self.capture = tempfile.TemporaryFile() if capture else None
         out = self.capture or (open(log, "ab") if log else subprocess.DEVNULL)
-        self.p = subprocess.Popen(pin_prefix(cpu) + list(argv), env=full_env, stdout=out,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
-                                  start_new_session=True)
+        try:
+            self.p = subprocess.Popen(pin_prefix(cpu) + list(argv), env=full_env, stdout=out,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
+                                      start_new_session=True)
+        except OSError as e:  # not installed: the row fails, the report goes on
+            raise Failed("%s: %s" % (argv[0], e.strerror))
         if out is not subprocess.DEVNULL and out is not self.capture:
             out.close()
         self.started = time.monotonic()
