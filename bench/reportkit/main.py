@@ -12,7 +12,7 @@ import tempfile
 import time
 import traceback
 
-from . import machine, markdown, pair, plot, results
+from . import machine, markdown, pair, plot, procs, results
 from . import (sec_conn, sec_drpc, sec_ftp, sec_iperf, sec_nginx, sec_nptcp, sec_redis,
                sec_rpc, sec_sanbench, sec_sockperf)
 
@@ -55,6 +55,7 @@ def main(argv, repo):
                            else None)
     os.chmod(tmp, 0o755)  # servers that drop privileges (nginx's worker, vsftpd) read files here
     ctx = pair.Context(build, out, tmp, a.quick, runs)
+    procs.become_subreaper()
     res = results.Results()
     chosen = [NAMES[s] for s in a.only.split(",")] if a.only else SECTIONS
     try:
@@ -67,6 +68,7 @@ def main(argv, repo):
                 traceback.print_exc()
                 res.fail(sec.SECTION, "section", "-", "san", "the section stopped: %r" % e,
                          [("run", "-", False, "")])
+            procs.reap_orphans(0.5)  # what a section's daemons left: not the next one's CPU
             print("   %.0f s" % (time.monotonic() - t0), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -12,7 +12,7 @@ import signal
 import time
 
 from . import sanpath
-from .procs import Failed, Proc, run, wait_listening
+from .procs import Failed, Proc, reap_orphans, run, wait_listening
 
 SPIN_US = {"default": None, "sleep": "0", "spin": "10000000"}
 
@@ -48,10 +48,11 @@ def wrap(ctx, transport, argv, preload=True):
 
 
 class PairResult:
-    def __init__(self, client, server, verified):
+    def __init__(self, client, server, verified, orphans_cpu):
         self.output = client.output.decode(errors="replace")
-        self.cpu_s = (client.cpu_s or 0) + (server.cpu_s or 0)
-        self.client_cpu_s, self.server_cpu_s = client.cpu_s, server.cpu_s
+        self.server_cpu_s = (server.cpu_s or 0) + orphans_cpu
+        self.client_cpu_s = client.cpu_s
+        self.cpu_s = (client.cpu_s or 0) + self.server_cpu_s
         self.wall_s = client.wall_s
         self.verified = verified
 
@@ -88,9 +89,10 @@ def run_pair(ctx, tag, transport, mode, server_argv, client_argv, port, timeout,
         if settle_s:  # let a daemon reap the session that served the client, for its CPU
             time.sleep(settle_s)
         server.stop(stop_signal)
+        orphans_cpu = reap_orphans()  # a server's processes whose parent exited first
     if check:
         check(client.output.decode(errors="replace"), probe_out)
     verified = "kernel TCP"
     if transport == "san":
         verified = sanpath.verify(report, processes, min_bytes, upgraded)
-    return PairResult(client, server, verified)
+    return PairResult(client, server, verified, orphans_cpu)

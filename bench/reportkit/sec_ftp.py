@@ -143,8 +143,8 @@ def run(ctx, results):
     results.note(SECTION, "wall time: exec of ftp_client to its exit (after the 226 reply and "
                  "QUIT), microsecond clock. CPU: client + server (daemon and the session it "
                  "reaped) per GB. vsftpd is anonymous with the same ftp_client on kernel TCP; its "
-                 "CPU counts the master and the session processes it had reaped when stopped "
-                 "(0.2 s after the client's exit), so it may read low.")
+                 "session processes that outlive their parent are reaped by the driver (a child "
+                 "subreaper) and counted with the server.")
 
 
 def cp_note(ctx, results, site, sizes):

@@ -1,5 +1,5 @@
 """wrk against nginx (one worker, a 1 KiB file, keep-alive), both under sanrun or both plain:
-requests/s and mean latency with one connection (defaults and both sleeping) and with 32
+requests/s with one connection (defaults and both sleeping) and with 32
 (defaults), with the CPU of nginx (master and worker) and wrk per request. wrk's numbers come
 from a Lua done() hook (wrk_json.lua); after each run curl must fetch the file byte for byte
 over the same transport.
@@ -69,12 +69,11 @@ def run(ctx, results):
                     w["requests"], w["socket_errors"], w["non2xx"]))
             rate = w["requests"] / (w["duration_us"] / 1e6)
             cpu = r.cpu_s / w["requests"] * 1e6
-            return [(name, "requests", "req/s", True, rate, cpu, "us", r.verified),
-                    (name, "mean latency", "us", False, w["latency_mean_us"], cpu, "us",
-                     r.verified)]
+            # Only the rate: wrk's own latency statistics disagree with it (at -c 1 the mean
+            # latency times the rate came to 2-2.5 here, where a closed loop gives 1).
+            return [(name, "requests", "req/s", True, rate, cpu, "us", r.verified)]
 
         interleave(results, SECTION, ctx.runs, modes, measure,
-                   lambda mode, name=name: [(name, "requests", "req/s", True, "us"),
-                                            (name, "mean latency", "us", False, "us")])
+                   lambda mode, name=name: [(name, "requests", "req/s", True, "us")])
     results.note(SECTION, "nginx cannot busy-poll: no 'spin' rows. CPU/op: user+sys of nginx "
                  "(master, and its worker reaped at exit) and wrk per request.")
