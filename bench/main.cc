@@ -36,7 +36,8 @@ bool Contains(const std::vector<Variant>& v, const std::string& row) {
 }
 
 // The runs behind the requested transports. Latency: TCP_NODELAY on tcp and sanlib. Bandwidth:
-// sanlib twice (TCP_NODELAY, and default combining as "sanlib-combine"), tcp with Nagle on.
+// sanlib twice (TCP_NODELAY, and default combining as "sanlib-combine"), tcp twice (Nagle on, and
+// TCP_NODELAY as "tcp-nodelay"), so each SAN variant has its like among the kernel's.
 bool Expand(const Options& o, std::vector<Variant>* out, std::string* error) {
   const bool latency = o.kind == Kind::kLatency;
   for (const std::string& t : o.transports) {
@@ -54,6 +55,13 @@ bool Expand(const Options& o, std::vector<Variant>* out, std::string* error) {
       add = {{"sanlib-combine", "sanlib", false}};
     } else if (t == "tcp") {
       add = {{"tcp", "tcp", latency}};
+      if (!latency) add.push_back({"tcp-nodelay", "tcp", true});
+    } else if (t == "tcp-nodelay") {
+      if (latency) {
+        *error = "tcp-nodelay is a bandwidth variant";
+        return false;
+      }
+      add = {{"tcp-nodelay", "tcp", true}};
     } else {
       add = {{"unix", "unix", false}};
     }

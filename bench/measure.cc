@@ -37,7 +37,7 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-Status Latency(Connection& c, const Schedule& schedule, Row* row) {
+Status Latency(Connection& c, const Schedule& schedule, const CpuClock& cpu, Row* row) {
   PingPongResult r;
   uint64_t count = schedule.iters;
   if (count > 0) {
@@ -52,6 +52,7 @@ Status Latency(Connection& c, const Schedule& schedule, Row* row) {
     count = Clamp(schedule.seconds * 1e9 / per, 100, 1'000'000'000);
   }
   uint64_t done = 0, elapsed = 0;
+  const double cpu0 = cpu();
   std::vector<uint32_t> samples;
   std::vector<double> chunk_one_way_us;
   for (int i = 0; i < kChunks && done < count; ++i) {
@@ -64,12 +65,14 @@ Status Latency(Connection& c, const Schedule& schedule, Row* row) {
     if (OverBudget(schedule, elapsed)) break;
   }
   row->count = done;
+  row->cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(std::max<uint64_t>(done, 1));
   row->value = Median(std::move(chunk_one_way_us));
   row->p99_us = Percentile(std::move(samples), 0.99) / 2e3;
   return Status::Ok();
 }
 
-Status Bandwidth(Connection& c, uint32_t size, const Schedule& schedule, Row* row) {
+Status Bandwidth(Connection& c, uint32_t size, const Schedule& schedule, const CpuClock& cpu,
+                 Row* row) {
   StreamResult r;
   uint64_t count = schedule.iters;
   auto stream = [&](uint64_t n) -> Status {
@@ -89,6 +92,7 @@ Status Bandwidth(Connection& c, uint32_t size, const Schedule& schedule, Row* ro
     count = Clamp(schedule.seconds * rate, 32, 10'000'000'000);
   }
   uint64_t done = 0, sender_ns = 0;
+  const double cpu0 = cpu();
   std::vector<double> chunk_gbps;
   for (int i = 0; i < kChunks && done < count; ++i) {
     const uint64_t n = std::max<uint64_t>(1, (count - done) / (kChunks - i));
@@ -104,6 +108,7 @@ Status Bandwidth(Connection& c, uint32_t size, const Schedule& schedule, Row* ro
     if (OverBudget(schedule, sender_ns)) break;
   }
   row->count = done;
+  row->cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(std::max<uint64_t>(done, 1));
   row->value = Median(std::move(chunk_gbps));
   row->p99_us = NAN;
   return Status::Ok();
@@ -112,14 +117,15 @@ Status Bandwidth(Connection& c, uint32_t size, const Schedule& schedule, Row* ro
 }  // namespace
 
 Result<Row> MeasurePoint(Transport& transport, const std::string& address, const Setup& setup,
-                         const Schedule& schedule) {
+                         const Schedule& schedule, const CpuClock& cpu) {
   Result<std::unique_ptr<Connection>> c = transport.Connect(address, setup);
   if (!c.ok()) return c.status();
   Row row;
   row.kind = setup.kind;
   row.size = setup.size;
-  Status st = setup.kind == Kind::kLatency ? Latency(*c.value(), schedule, &row)
-                                           : Bandwidth(*c.value(), setup.size, schedule, &row);
+  Status st = setup.kind == Kind::kLatency
+                  ? Latency(*c.value(), schedule, cpu, &row)
+                  : Bandwidth(*c.value(), setup.size, schedule, cpu, &row);
   if (!st.ok()) return st;
   return row;
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "transport.h"
@@ -34,11 +35,17 @@ struct Row {
   double p99_us = 0;         // latency only: 99th percentile of sampled one-way times
   uint64_t count = 0;        // round trips or messages measured
   uint64_t preemptions = 0;  // the client's involuntary context switches during the point
+  double cpu_us = 0;         // CPU (user + system) of client and server per round trip or
+                             // message over the measured chunks, in µs; NAN when not measured
 };
 
-// Client process: measures one point over a fresh connection. Fills value, p99_us, count.
+// CPU seconds used so far by both processes of a run (client and server), read before and after
+// the measured chunks of a point.
+using CpuClock = std::function<double()>;
+
+// Client process: measures one point over a fresh connection. Fills value, p99_us, count, cpu_us.
 Result<Row> MeasurePoint(Transport& transport, const std::string& address, const Setup& setup,
-                         const Schedule& schedule);
+                         const Schedule& schedule, const CpuClock& cpu);
 
 // Client process: tells the server process it is done.
 Status SendQuit(Transport& transport, const std::string& address);

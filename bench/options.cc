@@ -76,7 +76,8 @@ Each row runs in two fresh processes pinned to two CPUs, for every transport:
   raw-shm         the shm fabric provider driven directly (the "native VIA" line)
   sanlib          SAN sockets through <san/san.h> (TCP_NODELAY: no combining)
   sanlib-combine  bandwidth only: SAN sockets with default combining (added with sanlib)
-  tcp             kernel TCP over loopback (TCP_NODELAY for latency)
+  tcp             kernel TCP over loopback (TCP_NODELAY for latency, Nagle on for bandwidth)
+  tcp-nodelay     bandwidth only: kernel TCP with TCP_NODELAY, sanlib's like (added with tcp)
   unix            kernel Unix stream sockets
 
 options:
@@ -84,7 +85,8 @@ options:
                       at most 1 MiB)
   --iters N           measure exactly N round trips / messages per point (after N/10 warm-up)
   --seconds S         measure about S seconds per point instead (default 0.4)
-  --transports LIST   subset of raw-shm,sanlib,tcp,unix (and sanlib-combine); default all
+  --transports LIST   subset of raw-shm,sanlib,tcp,unix (and sanlib-combine, tcp-nodelay);
+                      default all
   --mode spin|block|both
                       spin: busy-poll (SAN_SPIN_US=10000000, kernel sockets MSG_DONTWAIT loops);
                       block: sleep (SAN_SPIN_US=0, blocking calls, raw shm on its doorbell);
@@ -185,8 +187,10 @@ bool ParseOptions(int argc, char** argv, Options* o, bool* help, std::string* er
     } else if (arg == "--transports") {
       o->transports.clear();
       for (const std::string& t : SplitList(value)) {
-        if (t != "raw-shm" && t != "sanlib" && t != "sanlib-combine" && t != "tcp" && t != "unix") {
-          *error = "unknown transport '" + t + "' (raw-shm, sanlib, sanlib-combine, tcp, unix)";
+        if (t != "raw-shm" && t != "sanlib" && t != "sanlib-combine" && t != "tcp" &&
+            t != "tcp-nodelay" && t != "unix") {
+          *error = "unknown transport '" + t +
+                   "' (raw-shm, sanlib, sanlib-combine, tcp, tcp-nodelay, unix)";
           return false;
         }
         o->transports.push_back(t);

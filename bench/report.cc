@@ -18,8 +18,8 @@ namespace {
 // Columns of the figures, in order.
 const std::vector<std::string>& TransportColumns(Kind kind) {
   static const std::vector<std::string> kLatency = {"raw-shm", "sanlib", "tcp", "unix"};
-  static const std::vector<std::string> kBandwidth = {"raw-shm", "sanlib", "sanlib-combine", "tcp",
-                                                      "unix"};
+  static const std::vector<std::string> kBandwidth = {"raw-shm", "sanlib", "sanlib-combine",
+                                                      "tcp",     "tcp-nodelay", "unix"};
   return kind == Kind::kLatency ? kLatency : kBandwidth;
 }
 
@@ -94,15 +94,15 @@ void PrintBandwidth(FILE* out, const ReportInfo& info, const std::vector<Row>& r
   fprintf(out,
           "\n== bandwidth, %s mode: GB/s (10^9 bytes/s) at the receiver, median of 8 chunks ==\n",
           ModeName(mode));
-  PrintRow(out, {"size", "raw-shm", "sanlib", "san+comb", "tcp", "unix", "san/tcp", "comb/tcp",
-                 "san/unix", "san/raw"});
+  PrintRow(out, {"size", "raw-shm", "sanlib", "san+comb", "tcp", "tcp-nd", "unix", "san/tcpnd",
+                 "comb/tcp", "san/unix", "san/raw"});
   for (uint32_t size : info.sizes) {
     const double raw = value("raw-shm", size), san = value("sanlib", size);
     const double comb = value("sanlib-combine", size), tcp = value("tcp", size);
-    const double unx = value("unix", size);
-    PrintRow(out,
-             {SizeLabel(size), Figure(raw), Figure(san), Figure(comb), Figure(tcp), Figure(unx),
-              Ratio(san, tcp), Ratio(comb, tcp), Ratio(san, unx), Ratio(san, raw)});
+    const double tcp_nd = value("tcp-nodelay", size), unx = value("unix", size);
+    PrintRow(out, {SizeLabel(size), Figure(raw), Figure(san), Figure(comb), Figure(tcp),
+                   Figure(tcp_nd), Figure(unx), Ratio(san, tcp_nd), Ratio(comb, tcp),
+                   Ratio(san, unx), Ratio(san, raw)});
   }
 }
 
@@ -158,6 +158,7 @@ const char* Colour(const std::string& transport) {
   if (transport == "sanlib") return "#d95f02";
   if (transport == "sanlib-combine") return "#e7298a";
   if (transport == "tcp") return "#7570b3";
+  if (transport == "tcp-nodelay") return "#e6ab02";
   return "#66a61e";
 }
 
@@ -181,8 +182,9 @@ void PrintReport(FILE* out, const ReportInfo& info, const std::vector<Row>& rows
   } else {
     fprintf(out,
             "sanlib: TCP_NODELAY (every send its own packet); san+comb: sanlib with default "
-            "combining; tcp: Nagle on.\nsan/tcp, comb/tcp, san/unix: sanlib / kernel (>1: sanlib "
-            "is faster). san/raw: sanlib / raw-shm. '-': not run or failed.\n");
+            "combining; tcp: Nagle on; tcp-nd: TCP_NODELAY.\nsan/tcpnd (like against like: both "
+            "NODELAY), comb/tcp (both coalescing), san/unix: sanlib / kernel (>1: sanlib is "
+            "faster). san/raw: sanlib / raw-shm. '-': not run or failed.\n");
   }
 }
 
@@ -193,10 +195,11 @@ Status WriteJson(const std::string& path, const std::vector<Row>& rows) {
     s += "  {\"transport\": \"" + r.transport + "\", \"mode\": \"" + ModeName(r.mode) +
          "\", \"size\": " + std::to_string(r.size);
     if (r.kind == Kind::kLatency) {
-      s += ", \"one_way_us\": " + Number(r.value) + ", \"p99_us\": " + Number(r.p99_us) + "}";
+      s += ", \"one_way_us\": " + Number(r.value) + ", \"p99_us\": " + Number(r.p99_us);
     } else {
-      s += ", \"gbytes_per_s\": " + Number(r.value) + "}";
+      s += ", \"gbytes_per_s\": " + Number(r.value);
     }
+    s += ", \"cpu_us_per_op\": " + Number(r.cpu_us) + "}";
     s += i + 1 < rows.size() ? ",\n" : "\n";
   }
   s += "]\n";
@@ -206,7 +209,8 @@ Status WriteJson(const std::string& path, const std::vector<Row>& rows) {
 Status WriteCsv(const std::string& path, const std::vector<Row>& rows) {
   const bool latency = rows.empty() || rows[0].kind == Kind::kLatency;
   std::string s =
-      latency ? "transport,mode,size,one_way_us,p99_us\n" : "transport,mode,size,gbytes_per_s\n";
+      latency ? "transport,mode,size,one_way_us,p99_us,cpu_us_per_op\n"
+              : "transport,mode,size,gbytes_per_s,cpu_us_per_op\n";
   for (const Row& r : rows) {
     s +=
         r.transport + "," + ModeName(r.mode) + "," + std::to_string(r.size) + "," + Number(r.value);
@@ -214,6 +218,8 @@ Status WriteCsv(const std::string& path, const std::vector<Row>& rows) {
       s += ',';
       if (std::isfinite(r.p99_us)) s += Number(r.p99_us);
     }
+    s += ',';
+    if (std::isfinite(r.cpu_us)) s += Number(r.cpu_us);
     s += "\n";
   }
   return WriteFile(path, s);

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 
 #include "common/clock.h"
+#include "shared/process_cpu.h"
 
 namespace san::bench {
 namespace {
@@ -83,7 +85,8 @@ int ServerMain(const RunSpec& spec, int address_fd) {
   }
 }
 
-int ClientMain(const RunSpec& spec, int address_fd, int result_fd) {
+// server: the server process, whose CPU the client reads from /proc beside its own.
+int ClientMain(const RunSpec& spec, pid_t server, int address_fd, int result_fd) {
   PrepareChild(spec, spec.cpus.client);
   const std::string address = ReadLine(address_fd);
   close(address_fd);
@@ -92,17 +95,19 @@ int ClientMain(const RunSpec& spec, int address_fd, int result_fd) {
     return 1;
   }
   std::unique_ptr<Transport> transport = MakeTransport(spec.transport, spec.mode);
+  const CpuClock cpu = [server] { return SelfCpuSeconds() + ProcessCpuSeconds(server); };
   for (uint32_t size : spec.sizes) {
     const Setup setup{spec.kind, size, spec.nodelay};
     const long preempted_before = InvoluntarySwitches();
-    Result<Row> row = MeasurePoint(*transport, address, setup, spec.schedule);
+    Result<Row> row = MeasurePoint(*transport, address, setup, spec.schedule, cpu);
     if (!row.ok()) {
       WriteLine(result_fd, "error size " + std::to_string(size) + ": " + row.status().ToString());
       return 1;
     }
     char line[160];
-    snprintf(line, sizeof line, "row %u %.9g %.9g %llu %ld", size, row->value, row->p99_us,
-             static_cast<unsigned long long>(row->count), InvoluntarySwitches() - preempted_before);
+    snprintf(line, sizeof line, "row %u %.9g %.9g %llu %ld %.9g", size, row->value, row->p99_us,
+             static_cast<unsigned long long>(row->count), InvoluntarySwitches() - preempted_before,
+             row->cpu_us);
     WriteLine(result_fd, line);
   }
   if (Status st = SendQuit(*transport, address); !st.ok()) {
@@ -162,7 +167,7 @@ RunOutcome RunPair(const RunSpec& spec) {
   if (client == 0) {
     close(address_pipe[1]);
     close(result_pipe[0]);
-    exit(ClientMain(spec, address_pipe[0], result_pipe[1]));
+    exit(ClientMain(spec, server, address_pipe[0], result_pipe[1]));
   }
   close(address_pipe[0]);
   close(address_pipe[1]);
@@ -206,8 +211,9 @@ RunOutcome RunPair(const RunSpec& spec) {
         row.kind = spec.kind;
         row.mode = spec.mode;
         unsigned long long count = 0, preemptions = 0;
-        std::string value, p99;
-        in >> row.size >> value >> p99 >> count >> preemptions;
+        std::string value, p99, cpu;
+        in >> row.size >> value >> p99 >> count >> preemptions >> cpu;
+        row.cpu_us = cpu.empty() ? NAN : strtod(cpu.c_str(), nullptr);
         row.value = strtod(value.c_str(), nullptr);
         row.p99_us = strtod(p99.c_str(), nullptr);
         row.count = count;

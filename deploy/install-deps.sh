@@ -7,7 +7,9 @@
 # vsftpd/lftp/curl/inetd (ftpd), the programs of the compat transparency suite (Node.js among
 # them), gRPC and Python's grpcio (drpc), rdma-core and QEMU with the tools a Soft-RoCE guest
 # needs (the verbs provider and its tests in deploy/softroce/), and iproute2 for the
-# network-namespace cluster (deploy/cluster/).
+# network-namespace cluster (deploy/cluster/). bench/report (docs/bench.md) drives netpipe-tcp,
+# sockperf, iperf3, redis, nginx-light + wrk, vsftpd and draws with gnuplot-nox; linux-perf gives
+# it the profile of a row where SAN is below the kernel.
 set -eu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -21,6 +23,7 @@ PACKAGES="
   libtirpc-dev rpcsvc-proto rpcbind
   libcrypt-dev libedit-dev lftp tnftp vsftpd curl openbsd-inetd
   netpipe-tcp sockperf iperf3 redis-server redis-tools memcached libmemcached-tools nginx-light wrk
+  linux-perf
   nodejs
   python3 openssl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf

@@ -6,6 +6,9 @@
 // Both sides of each transport are the same programs (drpcd; this program's client process,
 // bench_client.h); the TCP pair runs with SAN_PROVIDER=off, so no SAN socket shares its epoll
 // set and the baseline is plain gRPC over kernel TCP.
+// Every pulled file is compared with the file pushed, and the SAN client's channel must be on
+// shared memory: otherwise the run fails (exit 1), never reporting a TCP figure as SAN.
+// --csv adds the CPU of client and drpcd per ping call and per transfer (bench/report reads it).
 // A program that prints numbers, never a test: it fails only if something does not work.
 #include <signal.h>
 #include <spawn.h>
@@ -26,6 +29,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../shared/process_cpu.h"
 #include "bench_client.h"
 #include "transport/malloc_tuning.h"
 
@@ -60,20 +64,19 @@ std::string Ratio(double tcp, double san) {
   return b;
 }
 
-// CPU time (user + system, every thread, living or ended) a process has used, in seconds: a
-// figure other load on the machine moves less than wall time (it still pays for cache misses
-// and slower wake-ups). Clock-tick resolution (10 ms), hence medians over several runs.
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');  // the name may hold blanks and parentheses
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string skip;
-  for (int i = 3; i < 14; ++i) fields >> skip;  // state .. cmajflt (fields 3-13)
-  unsigned long long utime = 0, stime = 0;
-  fields >> utime >> stime;
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+// Whether two files hold the same bytes.
+bool SameFile(const std::string& a, const std::string& b) {
+  std::ifstream x(a, std::ios::binary), y(b, std::ios::binary);
+  std::vector<char> bx(1 << 20), by(1 << 20);
+  while (x && y) {
+    x.read(bx.data(), static_cast<std::streamsize>(bx.size()));
+    y.read(by.data(), static_cast<std::streamsize>(by.size()));
+    if (x.gcount() != y.gcount() ||
+        !std::equal(bx.begin(), bx.begin() + x.gcount(), by.begin())) {
+      return false;
+    }
+  }
+  return x.eof() && y.eof();
 }
 
 class NodeProcess {
@@ -212,7 +215,12 @@ int main(int argc, char** argv) {
         "drpc-bench: SAN: drpcd on 127.0.0.1:%d, channel %s; TCP (SAN_PROVIDER=off both ends): "
         "drpcd on 127.0.0.1:%d, channel %s\n",
         san_node.port(), san.mode().c_str(), tcp_node.port(), tcp.mode().c_str());
-    if (san.mode() != "shm") printf("drpc-bench: WARNING: the SAN channel is not on shm\n");
+    if (san.mode() != "shm") {
+      fprintf(stderr, "drpc-bench: FAILED: the SAN channel is on %s, not shm\n",
+              san.mode().c_str());
+      std::filesystem::remove_all(dir);
+      return 1;
+    }
     printf(
         "\nPing round trip, microseconds (%d calls per size and transport, alternating blocks)\n",
         iters);
@@ -224,16 +232,26 @@ int main(int argc, char** argv) {
     if (csv_file)
       fprintf(csv_file,
               "kind,size,san_p50_us,san_mean_us,san_p99_us,tcp_p50_us,tcp_mean_us,"
-              "tcp_p99_us\n");
+              "tcp_p99_us,san_cpu_us,tcp_cpu_us\n");
+    // CPU of the client process and its drpcd, for one transport.
+    auto pair_cpu = [&](int which) {
+      return san::bench::ProcessCpuSeconds(which == 0 ? san_node.pid() : tcp_node.pid()) +
+             san::bench::ProcessCpuSeconds((which == 0 ? san : tcp).pid());
+    };
     for (int size : sizes) {
       std::vector<double> s_us, t_us;
       constexpr int kBlocks = 4;
       // Warm-up: the first thousand or so calls on a connection are slower on both transports
       // (gRPC's flow-control and BDP pings settling, caches, thread placement).
       bool ok = san.Ping(size, warmup, nullptr, &error) && tcp.Ping(size, warmup, nullptr, &error);
+      double cpu[2] = {0, 0};  // per transport, over its measured blocks
       for (int b = 0; ok && b < kBlocks; ++b) {
-        ok = san.Ping(size, iters / kBlocks, &s_us, &error) &&
-             tcp.Ping(size, iters / kBlocks, &t_us, &error);
+        double c0 = pair_cpu(0);
+        ok = san.Ping(size, iters / kBlocks, &s_us, &error);
+        cpu[0] += pair_cpu(0) - c0;
+        c0 = pair_cpu(1);
+        ok = ok && tcp.Ping(size, iters / kBlocks, &t_us, &error);
+        cpu[1] += pair_cpu(1) - c0;
       }
       if (!ok) {
         fprintf(stderr, "drpc-bench: %s\n", error.c_str());
@@ -246,8 +264,10 @@ int main(int argc, char** argv) {
              Ratio(t.p99, s.p99).c_str());
       fflush(stdout);
       if (csv_file) {
-        fprintf(csv_file, "ping,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", size, s.p50, s.mean, s.p99,
-                t.p50, t.mean, t.p99);
+        fprintf(csv_file, "ping,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f\n", size, s.p50, s.mean,
+                s.p99, t.p50, t.mean, t.p99,
+                s_us.empty() ? 0.0 : cpu[0] * 1e6 / static_cast<double>(s_us.size()),
+                t_us.empty() ? 0.0 : cpu[1] * 1e6 / static_cast<double>(t_us.size()));
       }
     }
     if (rc == 0 && push_mb > 0) {
@@ -274,8 +294,8 @@ int main(int argc, char** argv) {
       Series push[2], pull[2];
       NodeProcess* nodes[2] = {&san_node, &tcp_node};
       auto cpu_of = [&](int which) {
-        return ProcessCpuSeconds(nodes[which]->pid()) +
-               ProcessCpuSeconds((which == 0 ? san : tcp).pid());
+        return san::bench::ProcessStatCpuSeconds(nodes[which]->pid()) +
+               san::bench::ProcessStatCpuSeconds((which == 0 ? san : tcp).pid());
       };
       for (int run = 0; rc == 0 && run < transfer_runs; ++run) {
         for (int k = 0; k < 4; ++k) {
@@ -304,6 +324,12 @@ int main(int argc, char** argv) {
           const std::string pulled = dir + "/pulled-" + std::to_string(which) + ".bin";
           if (!client.Pull("pushed.bin", pulled, push_timeout_s, data, &sent, &seconds, &error)) {
             fprintf(stderr, "drpc-bench: pull over %s: %s\n", name.c_str(), error.c_str());
+            rc = 1;
+            continue;
+          }
+          if (!SameFile(local, pulled)) {
+            fprintf(stderr, "drpc-bench: pull over %s: the file pulled differs from the one pushed\n",
+                    name.c_str());
             rc = 1;
             continue;
           }
@@ -340,7 +366,9 @@ int main(int argc, char** argv) {
                Ratio(s.p50, t.p50).c_str(), range(series.mbps[0]).c_str(),
                range(series.mbps[1]).c_str(), sc.p50, tc.p50, Ratio(tc.p50, sc.p50).c_str());
         if (csv_file) {
-          fprintf(csv_file, "%s,%zu,,%.2f,,,%.2f,\n", label.c_str(), bytes, s.p50, t.p50);
+          // Transfers: MB/s in the mean columns, CPU ms per transfer in the cpu columns.
+          fprintf(csv_file, "%s,%zu,,%.2f,,,%.2f,,%.2f,%.2f\n", label.c_str(), bytes, s.p50, t.p50,
+                  sc.p50, tc.p50);
         }
       }
     }
