@@ -73,18 +73,24 @@ Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr
   return Status::Ok();
 }
 
-void ConnectionThread::RemoveListener(int listen_fd) {
+std::vector<std::unique_ptr<fabric::Listener>> ConnectionThread::UnserveLocked(int listen_fd) {
   std::vector<std::unique_ptr<fabric::Listener>> listeners;  // one per provider serving the socket
+  for (auto it = served_.begin(); it != served_.end();) {
+    if (it->listen_fd == listen_fd) {
+      listeners.push_back(std::move(it->listener));
+      it = served_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return listeners;
+}
+
+void ConnectionThread::RemoveListener(int listen_fd) {
+  std::vector<std::unique_ptr<fabric::Listener>> listeners;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = served_.begin(); it != served_.end();) {
-      if (it->listen_fd == listen_fd) {
-        listeners.push_back(std::move(it->listener));
-        it = served_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    listeners = UnserveLocked(listen_fd);
     // Other processes may still hold the listening socket (fork, SCM_RIGHTS) and accept these
     // connections: their clients wait on the channels filed here. A settling entry is orphaned
     // by the serving thread once its Accept returns (Settle).
@@ -102,19 +108,14 @@ void ConnectionThread::RemoveListener(int listen_fd) {
 
 std::unique_ptr<proto::Stream> ConnectionThread::CloseLateListener(int token,
                                                                    const proto::FourTuple& tuple) {
-  std::vector<std::unique_ptr<fabric::Listener>> listeners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = served_.begin(); it != served_.end();) {
-      if (it->listen_fd == token) {
-        listeners.push_back(std::move(it->listener));
-        it = served_.erase(it);
-      } else {
-        ++it;
-      }
+    std::vector<std::unique_ptr<fabric::Listener>> listeners;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listeners = UnserveLocked(token);
     }
+    if (control_.valid()) eventfd_write(control_.get(), 1);  // out of a poll() on them, first
   }
-  if (control_.valid()) eventfd_write(control_.get(), 1);
   // Entries filed under the token stay under it (ServeRequests, Settle): ours to take.
   return Claim(token, tuple);
 }

@@ -138,6 +138,9 @@ class ConnectionThread {
   // meanwhile) aborts and drops it. Wakes Claims waiting for it.
   void Settle(proto::Stream* s, Status st);
   void DropBrokenLocked();
+  // Stops serving `listen_fd` (mu_ held): its listeners, which the caller destroys only after
+  // waking the thread out of a poll() that may still watch them.
+  std::vector<std::unique_ptr<fabric::Listener>> UnserveLocked(int listen_fd);
   Status StartThreadLocked();
 
   SocketTable& table_;
