@@ -164,6 +164,70 @@ int EpollSet::DropKicks(epoll_event* events, int n) {
   return kept;
 }
 
+int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
+  if (n <= 0 || !HasMembersThatMayMove(epfd)) return n;
+  std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
+  EpollSet* set = Find(epfd, false);
+  if (!set) return n;
+  auto pin = Table().Pin();
+  // The member each event belongs to, matched by the data the program registered: an event whose
+  // data more than one pending member shares is left as the kernel said.
+  struct Candidate {
+    int event;
+    SanSocket* socket;
+    uint32_t interest;
+  };
+  std::vector<Candidate> candidates;
+  {
+    std::lock_guard<std::mutex> lock(set->mu_);
+    for (int i = 0; i < n; ++i) {
+      const Member* only = nullptr;
+      int matches = 0;
+      for (const Member& m : set->members_) {
+        if (m.pending && m.data.u64 == events[i].data.u64) {
+          only = &m;
+          ++matches;
+        }
+      }
+      if (matches != 1 || Table().Find(only->fd) != only->socket ||
+          only->socket->id != only->socket_id || !SanlibCarries(*only->socket)) {
+        continue;
+      }
+      candidates.push_back(Candidate{i, only->socket, only->events});
+    }
+  }
+  if (candidates.empty()) return n;
+  // The steps run with no set lock held (a switch makes system calls); the pin keeps the sockets.
+  bool moved = false;
+  for (const Candidate& c : candidates) {
+    SanSocket& s = *c.socket;
+    const bool shm = (events[c.event].events & EPOLLIN) ? SettleReadable(s)
+                                                         : s.mode.load() == SocketMode::kShm;
+    if (!shm) continue;
+    moved = true;
+    events[c.event].events = static_cast<uint16_t>(
+        SocketRevents(s, static_cast<short>(c.interest & kEventBits)));
+  }
+  if (!moved) return n;
+  std::lock_guard<std::mutex> lock(set->mu_);
+  set->RefreshLocked(epfd);  // the moved ones are SAN members now, their kernel registration gone
+  for (const Candidate& c : candidates) {
+    const uint32_t reported = events[c.event].events;
+    Member* m = set->FindLocked(c.socket->fd);
+    if (!reported || !m || m->pending || m->socket != c.socket) continue;
+    // What the program is told now counts as reported, as CollectLocked would count it.
+    if (m->events & EPOLLONESHOT) m->disabled = true;
+    m->reported = true;
+    m->last_mask = reported;
+    m->last_packets = c.socket->stream->Stats().packets_received;
+  }
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    if (events[i].events) events[kept++] = events[i];
+  }
+  return kept;
+}
+
 int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
                          const sigset_t* sigmask) {
   // The common case -- kernel fds only, no kick -- reads no clock: the interposition adds nothing
@@ -187,7 +251,7 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
     const int n = Real().epoll_pwait(epfd, events, max_events, nap, sigmask);
     kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (n < 0 || (n == 0 && nap == left)) return n;
-    const int kept = n > 0 ? DropKicks(events, n) : 0;
+    const int kept = n > 0 ? SettleKernelEvents(epfd, events, DropKicks(events, n)) : 0;
     if (kept > 0) return kept;
     if (may_move) Refresh(epfd);
     if (HasSanMembers(epfd)) return Wait(epfd, events, max_events, left, sigmask);
@@ -438,7 +502,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     if (n < max_events && (n > 0 || round % kKernelCheckEvery == 0)) {
       const int k = Real().epoll_wait(epfd, events + n, max_events - n, 0);
       if (k < 0 && n == 0) return -1;
-      if (k > 0) n += DropKicks(events + n, k);
+      if (k > 0) n += SettleKernelEvents(epfd, events + n, DropKicks(events + n, k));
     }
     if (n > 0) {
       if (round > 0 && !slept) SpinGovernor::SpinSucceeded(config, budget.elapsed_ns());

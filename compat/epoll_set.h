@@ -82,6 +82,11 @@ class EpollSet {
                         const sigset_t* sigmask);
   // Removes our kick events from the n events the kernel returned; returns how many are left.
   static int DropKicks(epoll_event* events, int n);
+  // Of the n events the kernel returned, those of members that may move to shm (late upgrade
+  // candidates): a readable one takes its move's step (SettleReadable), and a member on shm now
+  // gets its events from SAN state instead -- none at all if the kernel's readiness was the
+  // peer's wake byte alone. Returns how many events are left.
+  static int SettleKernelEvents(int epfd, epoll_event* events, int n);
 
  private:
   struct Member {

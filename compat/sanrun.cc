@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/config_file.h"
 
 namespace po = boost::program_options;
 
@@ -41,6 +42,21 @@ std::string PreloadPath() {
   return "libsan_preload.so";
 }
 
+// sanrun's own default for SAN_SETUP is late (docs/sockets.md "Connection set-up"): nothing tells
+// it how long an unmodified program's connections live, and under late a short one costs what a
+// kernel connection costs while a long one still moves to shm. Programs written for sanlib keep
+// the library's default, eager. The environment (and --set) and the settings file still decide.
+void DefaultToLateSetup() {
+  if (getenv("SAN_SETUP")) return;
+  std::vector<std::string> unused;  // the program's own configuration reports what is wrong
+  const san::ConfigFile file = san::ReadConfigFile(
+      san::ConfigFilePath([](const char* name) -> const char* { return getenv(name); }), &unused);
+  for (const san::ConfigFileLine& line : file.settings) {
+    if (line.name == "SAN_SETUP") return;
+  }
+  setenv("SAN_SETUP", "late", 1);
+}
+
 void PrintHelp(const po::options_description& options) {
   std::cout << "usage: sanrun [options] [--] program [args...]\n\n"
                "Runs program with sanlib preloaded: its TCP sockets to and from other sanlib\n"
@@ -49,8 +65,10 @@ void PrintHelp(const po::options_description& options) {
             << options
             << "\nSettings (environment variables; the options above set some of them):\n";
   for (const san::SettingInfo& s : san::Settings()) {
+    // sanrun's own default differs from the library's (DefaultToLateSetup).
+    const bool ours = std::strcmp(s.variable, "SAN_SETUP") == 0;
     std::printf("  %-20s default %-8s %s\n", s.variable,
-                *s.default_value ? s.default_value : "(none)", s.meaning);
+                ours ? "late" : *s.default_value ? s.default_value : "(none)", s.meaning);
   }
 }
 
@@ -111,6 +129,7 @@ int main(int argc, char** argv) {
     }
     setenv(s.substr(0, eq).c_str(), s.substr(eq + 1).c_str(), 1);
   }
+  DefaultToLateSetup();
   std::string preload = PreloadPath();
   if (const char* existing = getenv("LD_PRELOAD"); existing && *existing) {
     preload.append(":").append(existing);

@@ -40,9 +40,11 @@ for i in $(seq 1 100); do
   "$C" exec 1 bash -c "exec 3<>/dev/tcp/$A1/$PORT" 2>/dev/null && break; sleep 0.1
 done
 
-# A client on each host; each sends one line, keeps the connection open a while, prints the echo.
+# A client on each host; each sends one line, another after half a second, keeps the connection
+# open a while, prints the echo. (Under sanrun's default, late set-up, a local connection moves to
+# shm at its first data call past the delay: the second line.)
 client() { # host tag
-  ( echo "hello from $2"; sleep 4 ) | "$C" exec "$1" "$SANRUN" -- socat - TCP:$A1:$PORT > "$TMP/$2.out" 2>&1 &
+  ( echo "hello from $2"; sleep 0.5; echo "again from $2"; sleep 3.5 ) | "$C" exec "$1" "$SANRUN" -- socat - TCP:$A1:$PORT > "$TMP/$2.out" 2>&1 &
   CLIENTS="${CLIENTS:-} $!"
 }
 client 1 local

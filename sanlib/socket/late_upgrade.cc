@@ -726,4 +726,9 @@ short InflowRevents(SanSocket& s) {
   return kernel::poll(&p, 1, 0) > 0 ? static_cast<short>(p.revents & (POLLIN | POLLRDHUP)) : 0;
 }
 
+bool SettleReadable(SanSocket& s) {
+  if (!SanlibCarries(s)) return false;
+  return s.mode.load(std::memory_order_acquire) == SocketMode::kShm || LateStep(s);
+}
+
 }  // namespace san

@@ -150,5 +150,11 @@ ssize_t InflowRecv(SanSocket& s, const iovec* iov, int iovcnt, bool peek);
 size_t LateReadable(SanSocket& s);
 // poll(2) events of the inflow: POLLIN when TCP bytes wait (0 when done).
 short InflowRevents(SanSocket& s);
+// A socket sanlib carries whose kernel socket poll or epoll reports readable: for a candidate the
+// readiness may be the peer's wake byte alone (it switched). Takes the move's next step, as the
+// read that follows would; true if the socket is kShm now, so its readiness is to be asked of it
+// (SocketRevents drops a lone wake byte), not believed from the kernel -- a program must never
+// find nothing to read where readiness was reported (wrk counts that EAGAIN as an error).
+bool SettleReadable(SanSocket& s);
 
 }  // namespace san

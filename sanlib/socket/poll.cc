@@ -40,6 +40,19 @@ short ConnectProgress(SanSocket& s) {
   return p.revents;
 }
 
+// Kernel fds among `fds` that the kernel reports readable and that may be late upgrade
+// candidates: the readiness may be a switching peer's wake byte alone (late_upgrade.h
+// SettleReadable). True if one of them is kShm now: sort the fds again and ask it.
+bool MovedOnReadiness(const pollfd* fds, size_t n) {
+  bool moved = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (fds[i].fd < 0 || !(fds[i].revents & POLLIN)) continue;
+    SanSocket* s = Runtime::Get().table().Find(fds[i].fd);
+    if (s && SettleReadable(*s)) moved = true;
+  }
+  return moved;
+}
+
 // One entry of a san_poll call.
 struct Slot {
   nfds_t index;
@@ -136,6 +149,10 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
       const int left = naps.remaining_ms();
       const int nap = left < 0 || left > kLateNapMs ? kLateNapMs : left;
       const int rc = kernel::ppoll(fds, nfds, nap, sigmask);
+      if (rc > 0 && MovedOnReadiness(fds, nfds)) {
+        may_move = sort_fds();
+        break;  // one moved: the SAN way, which asks it what is ready
+      }
       if (rc != 0 || nap == left) return rc;
       may_move = sort_fds();
       if (!sans.empty()) break;  // moved: the SAN way, for the time that is left
@@ -160,6 +177,11 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
     // The first round always looks at the kernel fds too: poll reports every ready fd at once.
     const bool check_kernel = !kernel_fds.empty() && round % kKernelCheckEvery == 0;
     if (check_kernel && kernel::poll(kernel_fds.data(), kernel_fds.size(), 0) < 0) return -1;
+    if (check_kernel && may_move && MovedOnReadiness(kernel_fds.data(), kernel_fds.size())) {
+      may_move = sort_fds();
+      round = -1;
+      continue;
+    }
     size_t k = 0;
     for (const Slot& slot : slots) {
       if (slot.socket) continue;

@@ -161,8 +161,11 @@ int ModeOf(int fd) {
   return san_getinfo(fd, &info) == 0 ? info.mode : -1;
 }
 
-std::vector<std::string> UnderSanrun(const std::string& script) {
-  return {SAN_SANRUN, "--", "bash", "-c", script};
+// `eager`: the channel is made in connect() (SAN_SETUP=eager), so what the exec hands over is a
+// shm connection; else sanrun's default, late (the connection starts on kernel TCP).
+std::vector<std::string> UnderSanrun(const std::string& script, bool eager = true) {
+  if (!eager) return {SAN_SANRUN, "--", "bash", "-c", script};
+  return {SAN_SANRUN, "--set", "SAN_SETUP=eager", "--", "bash", "-c", script};
 }
 
 std::string Connect3(uint16_t port) {
@@ -201,6 +204,7 @@ void ExpectEcho(int fd, const std::vector<char>& data) {
 enum class Outcome {
   kReattached,  // cat loads the layer: the same shm stream, in cat
   kMovedToTcp,  // cat does not: both ends continue over the kernel socket (socket/tcp_move.h)
+  kLate,        // sanrun's default set-up: a kernel TCP connection at the exec; any mode after
 };
 
 // The echo through an exec'd cat, then our EOF ends it and cat's EOF reaches us. We are active
@@ -213,11 +217,14 @@ void RunEchoCase(const std::string& script_after_connect, const std::string& nam
   Listener listener;
   const std::string report = TempPath(name + ".report");
   unlink(report.c_str());
-  Spawned client(UnderSanrun(Connect3(listener.port()) + script_after_connect),
-                 {"SAN_REPORT=" + report}, TempPath(name + ".log"));
+  Spawned client(
+      UnderSanrun(Connect3(listener.port()) + script_after_connect, outcome != Outcome::kLate),
+      {"SAN_REPORT=" + report}, TempPath(name + ".log"));
   const int fd = listener.Accept();
   ASSERT_GE(fd, 0) << client.Log();
-  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM) << "the connection did not start on shm";
+  if (outcome != Outcome::kLate) {
+    ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM) << "the connection did not start on shm";
+  }
   const std::vector<char> data = Pattern(1u << 20, 7);
   ExpectEcho(fd, data);
   ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
@@ -228,7 +235,9 @@ void RunEchoCase(const std::string& script_after_connect, const std::string& nam
   ASSERT_EQ(san_getinfo(fd, &info), 0);
   close(fd);
   EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
-  if (outcome == Outcome::kMovedToTcp) {
+  if (outcome == Outcome::kLate) {
+    // The echo above was byte-exact and ended with cat's EOF, whichever way the bytes went.
+  } else if (outcome == Outcome::kMovedToTcp) {
     EXPECT_EQ(info.mode, SAN_MODE_TCP);
     EXPECT_NE(std::string(info.fallback).find("peer moved"), std::string::npos) << info.fallback;
   } else {
@@ -251,6 +260,18 @@ TEST(ExecTest, PreloadedImageReattachesAndStaysShm) { RunEchoCase("exec cat <&3 
 // waits for that, bounded, since the socket is on stdio).
 TEST(ExecTest, InetdStyleForkDup2Exec) {
   RunEchoCase("(exec cat <&3 >&3) & exec 3>&-; wait", "inetd");
+}
+
+// The same two under sanrun's default, the late set-up: the exec finds a kernel TCP connection
+// (or, if it lived long enough, a shm one), and the echo through cat is byte-exact either way.
+TEST(ExecTest, PreloadedImageUnderLateSetUp) {
+  RunEchoCase("exec cat <&3 >&3", "reattach-late", Outcome::kLate);
+}
+TEST(ExecTest, InetdStyleForkDup2ExecUnderLateSetUp) {
+  RunEchoCase("(exec cat <&3 >&3) & exec 3>&-; wait", "inetd-late", Outcome::kLate);
+}
+TEST(ExecTest, ExecAfterTheMoveUnderLateSetUp) {
+  RunEchoCase("sleep 0.2; exec cat <&3 >&3", "moved-late", Outcome::kLate);
 }
 
 // An image that does not load the layer uses the kernel socket itself: the connection moves to
@@ -351,7 +372,8 @@ TEST(ExecTest, CloseOnExecSocketEndsWithEof) {
       "))\n"
       "s.sendall(b'sent-before-exec')\n"
       "os.execv('/bin/true', ['true'])\n";
-  Spawned client({SAN_SANRUN, "--", "python3", "-c", script}, {}, TempPath("cloexec.log"));
+  Spawned client({SAN_SANRUN, "--set", "SAN_SETUP=eager", "--", "python3", "-c", script}, {},
+                 TempPath("cloexec.log"));
   const int fd = listener.Accept();
   ASSERT_GE(fd, 0) << client.Log();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);

@@ -5,7 +5,11 @@
 #   1. bad setting and rule lines are reported as file:line:column and ignored; the good deny
 #      rule still applies (no shm connection);
 #   2. the file's settings apply (SAN_PROVIDER = off: no shm connection) ...
-#   3. ... unless the environment sets the variable (SAN_PROVIDER=auto wins: shm).
+#   3. ... unless the environment sets the variable (SAN_PROVIDER=auto wins: shm);
+#   4. sanrun's own default set-up is late (it sets SAN_SETUP=late; the short connection stays
+#      kernel TCP) ...
+#   5. ... unless the file or the environment says SAN_SETUP (eager: the connection is shm).
+# Cases 1-3 run with SAN_SETUP=eager, so that the one short connection would be shm.
 # Arguments: sanrun, a scratch directory.
 set -eu
 SANRUN=$1
@@ -17,7 +21,8 @@ fail() {
 rm -rf "$WORK"
 mkdir -p "$WORK"
 # One connection of the program to itself, a byte each way.
-PROGRAM='import socket
+PROGRAM='import os, socket
+print("setup=%s" % os.environ.get("SAN_SETUP"))
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
 c = socket.create_connection(l.getsockname()); a, _ = l.accept()
 c.sendall(b"x"); assert a.recv(1) == b"x"'
@@ -41,7 +46,7 @@ SAN_WINDOW = plenty
   allow port=notaport
 deny
 CONF
-shm=$(run bad)
+shm=$(run bad SAN_SETUP=eager)
 grep -q "$WORK/bad.conf:2:14: SAN_WINDOW=plenty is not valid; line ignored" "$WORK/bad.out" ||
   fail "the bad setting line was not reported at 2:14: $(cat "$WORK/bad.out")"
 grep -q "$WORK/bad.conf:3:[0-9]*: .*; line ignored" "$WORK/bad.out" ||
@@ -49,8 +54,20 @@ grep -q "$WORK/bad.conf:3:[0-9]*: .*; line ignored" "$WORK/bad.out" ||
 [ "$shm" = 0 ] || fail "the file's deny rule did not apply (shm_connections=$shm)"
 
 echo "SAN_PROVIDER = off" > "$WORK/off.conf"
-shm=$(run off)
+shm=$(run off SAN_SETUP=eager)
 [ "$shm" = 0 ] || fail "the file's SAN_PROVIDER = off did not apply (shm_connections=$shm)"
-shm=$(run off SAN_PROVIDER=auto)
+shm=$(run off SAN_SETUP=eager SAN_PROVIDER=auto)
 [ "${shm:-0}" -ge 1 ] || fail "the environment's SAN_PROVIDER=auto did not win (shm_connections=$shm)"
-echo "bad lines reported and ignored; file settings and rules apply; the environment wins"
+: > "$WORK/none.conf"
+shm=$(run none)
+grep -q "setup=late" "$WORK/none.out" || fail "sanrun did not default to late: $(cat "$WORK/none.out")"
+[ "${shm:-0}" = 0 ] || fail "a short connection moved to shm under the late set-up (shm=$shm)"
+echo "SAN_SETUP = eager" > "$WORK/eager.conf"
+shm=$(run eager)
+grep -q "setup=None" "$WORK/eager.out" ||
+  fail "sanrun overrode the file's SAN_SETUP: $(cat "$WORK/eager.out")"
+[ "${shm:-0}" -ge 1 ] || fail "the file's SAN_SETUP = eager did not apply (shm_connections=$shm)"
+shm=$(run none SAN_SETUP=eager)
+[ "${shm:-0}" -ge 1 ] || fail "the environment's SAN_SETUP=eager did not win (shm_connections=$shm)"
+echo "bad lines reported and ignored; file settings and rules apply; the environment wins;" \
+  "sanrun defaults to the late set-up unless told otherwise"

@@ -42,6 +42,7 @@ pair "pkg-config <- cmake(static)" ./echo_peer_pc cmake/echo_peer_static shm shm
 pair "cmake(compat) <- pkg-config" cmake/echo_peer_compat ./echo_peer_pc kernel shm
 pair "plain <- pkg-config" ./echo_peer_plain ./echo_peer_pc kernel tcp
 pair "pkg-config <- plain" ./echo_peer_pc ./echo_peer_plain tcp kernel
-pair "sanrun plain <- pkg-config" "$PREFIX/$SAN_INSTALL_BINDIR/sanrun -- ./echo_peer_plain" \
+pair "sanrun plain <- pkg-config" \
+     "$PREFIX/$SAN_INSTALL_BINDIR/sanrun --set SAN_SETUP=eager -- ./echo_peer_plain" \
      ./echo_peer_pc kernel shm
 [ "$(cmake/rpcvia_version)" = via ] || fail "the sanlib::rpcvia program does not run"

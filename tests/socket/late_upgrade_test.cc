@@ -313,6 +313,50 @@ TEST(LateUpgrade, BlockedReaderIsWokenWhenThePeerMoves) {
   EXPECT_EQ(v.mode, SAN_MODE_SHM);
 }
 
+// A program must never find nothing to read where poll said readable. The end that moves first
+// writes its wake byte on the TCP socket, which makes the other end's kernel socket readable: that
+// readiness belongs to the move, not to the program (wrk counted the EAGAIN that followed it as a
+// read error).
+TEST(LateUpgrade, PeersWakeByteAloneIsNoReadiness) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  const int c = Connect(port);
+  ASSERT_GE(c, 0);
+  const int a = san_accept(lfd, nullptr, nullptr);
+  ASSERT_GE(a, 0);
+  // The upper end (the greater port, both on 127.0.0.1) moves first.
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  ASSERT_EQ(getsockname(c, reinterpret_cast<sockaddr*>(&local), &len), 0);
+  const bool client_upper = ntohs(local.sin_port) > port;
+  const int upper = client_upper ? c : a;
+  const int lower = client_upper ? a : c;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
+  // The upper end's data calls reach the lower end's private rendezvous, and it switches.
+  for (int i = 0; i < 400 && ModeOf(upper) != SAN_MODE_SHM; ++i) {
+    char unused;
+    san_recv(upper, &unused, 1, MSG_DONTWAIT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(ModeOf(upper), SAN_MODE_SHM);
+  pollfd p{lower, POLLIN, 0};
+  EXPECT_EQ(san_poll(&p, 1, 100), 0) << "revents 0x" << std::hex << p.revents;
+  char got = 0;
+  errno = 0;
+  EXPECT_EQ(san_recv(lower, &got, 1, MSG_DONTWAIT), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(san_send(upper, "z", 1, 0), 1);
+  p.revents = 0;
+  EXPECT_EQ(san_poll(&p, 1, 5000), 1);
+  EXPECT_EQ(san_recv(lower, &got, 1, MSG_DONTWAIT), 1);
+  EXPECT_EQ(got, 'z');
+  EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
+  san_close(c);
+  san_close(a);
+  san_close(lfd);
+}
+
 // A peer that is not sanlib never opens its side: the connection stays kernel TCP, and nothing
 // waits for it.
 TEST(LateUpgrade, PlainPeerKeepsKernelTcp) {
