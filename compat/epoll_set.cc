@@ -180,20 +180,19 @@ int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
   std::vector<Candidate> candidates;
   {
     std::lock_guard<std::mutex> lock(set->mu_);
+    const std::vector<std::pair<uint64_t, size_t>>& by_data = set->PendingByDataLocked();
     for (int i = 0; i < n; ++i) {
-      const Member* only = nullptr;
-      int matches = 0;
-      for (const Member& m : set->members_) {
-        if (m.pending && m.data.u64 == events[i].data.u64) {
-          only = &m;
-          ++matches;
-        }
-      }
-      if (matches != 1 || Table().Find(only->fd) != only->socket ||
-          only->socket->id != only->socket_id || !SanlibCarries(*only->socket)) {
+      const uint64_t key = events[i].data.u64;
+      auto at = std::lower_bound(by_data.begin(), by_data.end(), key,
+                                 [](const auto& e, uint64_t k) { return e.first < k; });
+      if (at == by_data.end() || at->first != key) continue;
+      if (at + 1 != by_data.end() && (at + 1)->first == key) continue;  // shared data
+      const Member& m = set->members_[at->second];
+      if (Table().Find(m.fd) != m.socket || m.socket->id != m.socket_id ||
+          !SanlibCarries(*m.socket)) {
         continue;
       }
-      candidates.push_back(Candidate{i, only->socket, only->events});
+      candidates.push_back(Candidate{i, m.socket, m.events});
     }
   }
   if (candidates.empty()) return n;
@@ -278,6 +277,18 @@ void EpollSet::Forget(int epfd) {
   delete r.sets.Remove(epfd);
 }
 
+const std::vector<std::pair<uint64_t, size_t>>& EpollSet::PendingByDataLocked() {
+  if (pending_index_dirty_) {
+    pending_by_data_.clear();
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i].pending) pending_by_data_.emplace_back(members_[i].data.u64, i);
+    }
+    std::sort(pending_by_data_.begin(), pending_by_data_.end());
+    pending_index_dirty_ = false;
+  }
+  return pending_by_data_;
+}
+
 void EpollSet::PublishSizesLocked() {
   san_size_.store(static_cast<size_t>(std::count_if(members_.begin(), members_.end(),
                                                     [](const Member& m) { return !m.pending; })),
@@ -319,6 +330,7 @@ EpollSet::Member* EpollSet::FindLocked(int fd) {
 }
 
 void EpollSet::DropFdLocked(int fd, bool live) {
+  pending_index_dirty_ = true;
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](Member& m) {
                                   if (m.fd != fd) return false;
@@ -348,6 +360,7 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
 }
 
 int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event* event) {
+  pending_index_dirty_ = true;
   Member* m = FindLocked(fd);
   if (m && (m->socket != &s || m->socket_id != s.id)) {
     DropFdLocked(fd,
@@ -400,6 +413,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
 
 void EpollSet::RefreshLocked(int epfd) {
   SocketTable& table = Table();
+  const size_t before = members_.size();
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](Member& m) {
                                   SanSocket* now = table.Find(m.fd);
@@ -411,6 +425,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                     epoll_event unused{};
                                     Real().epoll_ctl(epfd, EPOLL_CTL_DEL, m.fd, &unused);
                                     m.pending = false;
+                                    pending_index_dirty_ = true;
                                     return false;
                                   }
                                   // TCP fallback or a listener: the kernel registration is all it
@@ -419,6 +434,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                          now->listening.load();
                                 }),
                  members_.end());
+  if (members_.size() != before) pending_index_dirty_ = true;
   PublishSizesLocked();
 }
 

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "socket/san_socket.h"
@@ -145,7 +146,12 @@ class EpollSet {
   // the kernel (KernelWait) and pending members' kernel registrations wake it.
   std::atomic<size_t> san_size_{0};
   void PublishSizesLocked();
+  // Pending members as (registered data, index in members_), sorted, for SettleKernelEvents:
+  // rebuilt after members_ changed (mu_ held).
+  const std::vector<std::pair<uint64_t, size_t>>& PendingByDataLocked();
   std::vector<Member> members_;
+  std::vector<std::pair<uint64_t, size_t>> pending_by_data_;
+  bool pending_index_dirty_ = true;
   size_t next_ = 0;  // where the next scan starts (fairness among ready members)
 };
 
