@@ -62,7 +62,11 @@ def run_pair(ctx, tag, transport, mode, server_argv, client_argv, port, timeout,
              stop_signal=signal.SIGTERM, preload=True, tcp_env=None, client_cpu=1,
              upgraded=0, settle_s=0.0):
     """probe: a second client (argv) run the same way after the measured one, to fetch known
-    bytes; check(client_output, probe_output) raises Failed on a wrong reply. Returns
+    bytes; check(client_output, probe_output) raises Failed on a wrong reply. Under sanrun's
+    default, late set-up a short connection stays kernel TCP by design (the probe's, and those a
+    benchmark opens before its measured ones: redis-benchmark's CONFIG GET, wrk's first connect):
+    the probe writes a SAN_REPORT of its own, not verified, and the path is verified on the
+    measured traffic's bytes (sanpath.verify, short_tcp_ok). Returns
     PairResult. preload=False: both programs are linked with sanlib (no sanrun); tcp_env is then
     what makes their TCP run plain (SAN_PROVIDER=off)."""
     report = sanpath.fresh(ctx.tmp, tag)
@@ -83,7 +87,10 @@ def run_pair(ctx, tag, transport, mode, server_argv, client_argv, port, timeout,
             raise Failed("%s exited %s: %s" % (client.name, status, " ".join(tail)))
         probe_out = ""
         if probe:
-            probe_out = run(wrap(ctx, transport, probe, preload), 30, env=env).output.decode(
+            probe_env = dict(env)
+            if "SAN_REPORT" in probe_env:
+                probe_env["SAN_REPORT"] = report + ".probe"
+            probe_out = run(wrap(ctx, transport, probe, preload), 30, env=probe_env).output.decode(
                 errors="replace")
     finally:
         if settle_s:  # let a daemon reap the session that served the client, for its CPU
@@ -94,5 +101,7 @@ def run_pair(ctx, tag, transport, mode, server_argv, client_argv, port, timeout,
         check(client.output.decode(errors="replace"), probe_out)
     verified = "kernel TCP"
     if transport == "san":
-        verified = sanpath.verify(report, processes, min_bytes, upgraded)
+        setup = env.get("SAN_SETUP", os.environ.get("SAN_SETUP", "late"))  # sanrun's default
+        late = preload and setup == "late"
+        verified = sanpath.verify(report, processes, min_bytes, upgraded, short_tcp_ok=late)
     return PairResult(client, server, verified, orphans_cpu)

@@ -20,12 +20,16 @@ def read(path):
     return lines
 
 
-def verify(path, processes, min_bytes=1, upgraded=0):
+def verify(path, processes, min_bytes=1, upgraded=0, short_tcp_ok=False):
     """Raises Failed unless `processes` lines (or more) say shm and none says kernel TCP.
     Lines of processes that opened no connection at all (a shell, nginx's master) are left out.
     upgraded: connections the program opens on kernel TCP and moves to shm itself (ftp_client's
     control connection, AUTH SAN), which the report counts under tcp_connections too; the
-    program's own check must say they moved. Returns a note for the 'verified' column."""
+    program's own check must say they moved. short_tcp_ok: the late set-up (sanrun's default),
+    where a connection that ends within its first 20 ms stays kernel TCP by design: TCP
+    connections are then counted in the note, not failed; every process must still have moved
+    connections to shm and min_bytes must still have come over shm.
+    Returns a note for the 'verified' column."""
     lines = [l for l in read(path)
              if int(l.get("shm_connections", 0)) or int(l.get("tcp_connections", 0))]
     if len(lines) < processes:
@@ -37,12 +41,15 @@ def verify(path, processes, min_bytes=1, upgraded=0):
     quiet = [l.get("prog", "?") for l in lines if int(l.get("shm_connections", 0)) == 0]
     if quiet:
         raise Failed("not on shm: %s had no shm connection" % ", ".join(quiet))
-    if tcp > upgraded:
+    if tcp > upgraded and not short_tcp_ok:
         raise Failed("not on shm: %d connections on kernel TCP (%s)" %
                      (tcp, ", ".join(l.get("prog", "?") for l in lines)))
     if moved < min_bytes:
         raise Failed("not on shm: %d bytes received over shm, expected >= %d" % (moved, min_bytes))
-    return "shm: %d procs, %d conns, %s" % (len(lines), shm, human_bytes(moved))
+    note = "shm: %d procs, %d conns, %s" % (len(lines), shm, human_bytes(moved))
+    if short_tcp_ok and tcp > upgraded:
+        note += "; %d short conns on TCP (late set-up)" % (tcp - upgraded)
+    return note
 
 
 def human_bytes(n):
