@@ -103,6 +103,10 @@ const std::vector<SettingInfo>& Settings() {
       {"SAN_UPGRADE_BYTES", "262144",
        "a local connection that has carried this many bytes (both ways) moves to shm at once, "
        "before SAN_UPGRADE_DELAY_US (0 = by time only)"},
+      {"SAN_UPGRADE_CALLS", "64",
+       "a local connection whose data calls that moved bytes reach this count (at one end) moves "
+       "to shm at once, before SAN_UPGRADE_DELAY_US: a chatty request/response connection (0 = "
+       "not by calls)"},
       {"SAN_LOG", "warn", "error|warn|info|debug"},
       {"SAN_LOG_FILE", "",
        "where log lines go: a file to append to, stderr, syslog or none; unset: stderr, unless "
@@ -171,6 +175,7 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
   }
   num("SAN_UPGRADE_DELAY_US", 0, 600000000, &c.upgrade_delay_us);
   num("SAN_UPGRADE_BYTES", 0, 1u << 30, &c.upgrade_bytes);
+  num("SAN_UPGRADE_CALLS", 0, 1u << 30, &c.upgrade_calls);
   if (const char* v = getenv_fn("SAN_LOG")) {
     if (!ParseLogLevel(v, &c.log_level)) bad("SAN_LOG", v);
   }

@@ -50,6 +50,9 @@ struct Config {
   bool late_setup = false;
   uint32_t upgrade_delay_us = 20000;
   uint32_t upgrade_bytes = 256u << 10;  // 0: by time only
+  // A connection whose data calls (this end's sends and receives that moved bytes) reach this
+  // count is moved before the delay: it has proved to be a chatty one (0: not by calls).
+  uint32_t upgrade_calls = 64;
   LogLevel log_level = LogLevel::kWarn;
   // SAN_LOG_FILE: where log lines go (common/log.h): "" = stderr unless fd 2 is a network socket
   // (then syslog), "stderr", "syslog", "none", or a file to append to.

@@ -135,10 +135,21 @@ bool TakeLastComer(LateUpgrade& u) {
   return true;
 }
 
-// Whether the connection has carried SAN_UPGRADE_BYTES over TCP (the delay no longer applies).
-bool ProvedByBytes(const LateUpgrade& u) {
-  const uint64_t threshold = Runtime::Get().config().upgrade_bytes;
-  return threshold != 0 && u.carried.load(std::memory_order_relaxed) >= threshold;
+// Whether the connection has proved itself by use -- carried SAN_UPGRADE_BYTES over TCP, or
+// SAN_UPGRADE_CALLS data calls that moved bytes -- so the delay no longer applies.
+bool ProvedByUse(const LateUpgrade& u) {
+  const Config& config = Runtime::Get().config();
+  const uint64_t bytes = config.upgrade_bytes;
+  const uint32_t calls = config.upgrade_calls;
+  return (bytes != 0 && u.carried.load(std::memory_order_relaxed) >= bytes) ||
+         (calls != 0 && u.calls.load(std::memory_order_relaxed) >= calls);
+}
+
+// Counts a kernel data call on the candidate that moved n bytes.
+void CountUse(LateUpgrade& u, ssize_t n) {
+  if (n <= 0) return;
+  u.carried.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  u.calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 // How many bytes a blocking send may hand the kernel in one part (late_upgrade.h).
@@ -168,7 +179,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
   const uint64_t now = NowNs();
   switch (u.phase.load()) {
     case LatePhase::kWaiting: {
-      if (now < u.next_ns && !ProvedByBytes(u)) return;
+      if (now < u.next_ns && !ProvedByUse(u)) return;
       if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
       u.next_ns = now;  // due now, whether by time or by bytes
@@ -316,7 +327,7 @@ ssize_t Account(LateUpgrade& u, ssize_t n, bool peek, const std::optional<uint64
   const uint64_t first = u.consumed;
   if (!peek) {
     u.consumed += static_cast<uint64_t>(n);
-    u.carried.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    CountUse(u, n);
   }
   if (end && first + static_cast<uint64_t>(n) > *end) {
     if (!peek) u.peer_wake_taken = true;
@@ -424,7 +435,7 @@ bool LateStep(SanSocket& s) {
   }
   if (phase < LatePhase::kReady) {
     const uint64_t now = NowNs();
-    if (now < u.next_ns && !ProvedByBytes(u)) return false;
+    if (now < u.next_ns && !ProvedByUse(u)) return false;
     if (u.forked.load(std::memory_order_relaxed) && now < u.hold_check_ns.load()) return false;
   }
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
@@ -469,7 +480,7 @@ ssize_t CountedKernelCall(SanSocket& s, Call call) {
   if (!EnterKernel(s)) return Switched();
   const ssize_t n = call();
   const int err = errno;
-  if (n > 0) s.late->carried.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  CountUse(*s.late, n);
   s.late->io.fetch_sub(1);
   errno = err;
   return n;

@@ -1,5 +1,6 @@
 // Late upgrade: a connection that runs on kernel TCP moves to shm once it has lived a while, or
-// carried enough bytes, whichever comes first.
+// carried enough bytes, or made enough data calls (a chatty request/response connection),
+// whichever comes first.
 //
 // Why: a channel set up in connect() (the eager way, docs/sockets.md) costs a segment, doorbells
 // and a rendezvous per connection -- several times a kernel TCP connection's cost, all lost on a
@@ -66,9 +67,11 @@ struct LateUpgrade {
       : active(active_open), peer(peer_address), next_ns(due_ns) {}
 
   std::atomic<LatePhase> phase{LatePhase::kWaiting};
-  // Bytes carried over kernel TCP both ways (counted by the data calls, relaxed): at
-  // SAN_UPGRADE_BYTES the connection has proved itself, and the delay no longer applies.
+  // Bytes carried over kernel TCP both ways, and the data calls that carried them (counted by
+  // the data calls, relaxed): at SAN_UPGRADE_BYTES or SAN_UPGRADE_CALLS the connection has proved
+  // itself, and the delay no longer applies.
   std::atomic<uint64_t> carried{0};
+  std::atomic<uint32_t> calls{0};
   std::mutex mu;
   static constexpr uint32_t kSwitching = 1u << 31;
   std::atomic<uint32_t> io{0};  // kernel data calls in progress | kSwitching

@@ -1,13 +1,15 @@
-// Late upgrade by bytes (socket/late_upgrade.h, SAN_UPGRADE_BYTES): a connection that carries a
-// bulk transfer moves to shm in the middle of it, long before SAN_UPGRADE_DELAY_US (set to a
-// minute here, so only the bytes can move it), even when the whole transfer is one blocking
-// send() or one sendfile() call; a connection that carries less stays kernel TCP. Every byte is
-// checked, and the mode of both ends.
+// Late upgrade by use (socket/late_upgrade.h): a connection that carries a bulk transfer
+// (SAN_UPGRADE_BYTES) moves to shm in the middle of it, long before SAN_UPGRADE_DELAY_US (set to
+// a minute here, so only use can move it), even when the whole transfer is one blocking send()
+// or one sendfile() call; so does a chatty request/response connection once its data calls reach
+// SAN_UPGRADE_CALLS. A connection that carries less, in fewer calls, stays kernel TCP. Every
+// byte is checked, and the mode of both ends.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@ static const bool kLateSetup = [] {
   setenv("SAN_SETUP", "late", 1);
   setenv("SAN_UPGRADE_DELAY_US", "60000000", 1);
   setenv("SAN_UPGRADE_BYTES", "262144", 1);
+  setenv("SAN_UPGRADE_CALLS", "64", 1);
   return true;
 }();
 
@@ -126,6 +129,82 @@ TEST(LateUpgradeByBytes, FewerBytesThanTheThresholdStayKernelTcp) {
   EXPECT_EQ(t.got, size_t{100} << 10);
   EXPECT_EQ(t.client_mode, SAN_MODE_TCP);
   EXPECT_EQ(t.server_status, 1) << "0: the sender moved to shm below the threshold";
+}
+
+// `rounds` request/response exchanges of 16 bytes (a forked echo server): the client's and the
+// server's mode at the end (the server's as its exit status: 0 shm, 1 TCP, more on errors).
+struct Chat {
+  bool intact = false;
+  int client_mode = -1;
+  int server_status = -1;
+};
+
+Chat ChatFor(int rounds) {
+  Chat t;
+  uint16_t port = 0;
+  const int lfd = san::testing_support::SanListenLoopback(&port);
+  if (lfd < 0) return t;
+  const pid_t server = fork();
+  if (server == 0) {
+    alarm(30);
+    const int c = san_accept(lfd, nullptr, nullptr);
+    if (c < 0) _exit(2);
+    uint8_t buf[16];
+    for (int i = 0; i < rounds; ++i) {
+      size_t got = 0;
+      while (got < sizeof buf) {
+        const ssize_t n = san_recv(c, buf + got, sizeof buf - got, 0);
+        if (n <= 0) _exit(3);
+        got += static_cast<size_t>(n);
+      }
+      if (san_send(c, buf, sizeof buf, MSG_NOSIGNAL) != sizeof buf) _exit(4);
+    }
+    const int mode = ModeOf(c);
+    uint8_t end;
+    if (san_recv(c, &end, 1, 0) != 0) _exit(5);  // the client's EOF
+    _exit(mode == SAN_MODE_SHM ? 0 : 1);
+  }
+  const int fd = san::testing_support::SanConnectLoopback(port);
+  if (fd >= 0) {
+    timeval bound{10, 0};
+    san_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+    t.intact = true;
+    for (int i = 0; i < rounds && t.intact; ++i) {
+      uint8_t out[16], in[16];
+      for (size_t k = 0; k < sizeof out; ++k) out[k] = Pattern(i * 16 + k);
+      t.intact = san_send(fd, out, sizeof out, MSG_NOSIGNAL) == sizeof out;
+      size_t got = 0;
+      while (t.intact && got < sizeof in) {
+        const ssize_t n = san_recv(fd, in + got, sizeof in - got, 0);
+        t.intact = n > 0;
+        if (n > 0) got += static_cast<size_t>(n);
+      }
+      t.intact = t.intact && memcmp(in, out, sizeof in) == 0;
+    }
+    t.client_mode = ModeOf(fd);
+    san_close(fd);
+  }
+  int status = 0;
+  waitpid(server, &status, 0);
+  t.server_status = WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+  san_close(lfd);
+  return t;
+}
+
+// 300 exchanges (9.6 KB, far below the bytes threshold): the calls move it, on both ends.
+TEST(LateUpgradeByCalls, ChattyConnectionMovesBeforeTheDelay) {
+  const Chat t = ChatFor(300);
+  EXPECT_TRUE(t.intact);
+  EXPECT_EQ(t.client_mode, SAN_MODE_SHM);
+  EXPECT_EQ(t.server_status, 0) << "1: the server's end stayed kernel TCP";
+}
+
+// 10 exchanges: 20 calls per end, below the count: kernel TCP on both ends.
+TEST(LateUpgradeByCalls, FewCallsStayKernelTcp) {
+  const Chat t = ChatFor(10);
+  EXPECT_TRUE(t.intact);
+  EXPECT_EQ(t.client_mode, SAN_MODE_TCP);
+  EXPECT_EQ(t.server_status, 1) << "0: the server's end moved below the count";
 }
 
 }  // namespace
