@@ -491,6 +491,9 @@ ssize_t CountedKernelCall(SanSocket& s, Call call) {
 // n bytes off and says whether nothing is left. Between parts, a set-up step: once the socket
 // switched, the caller sends the rest over the stream; once the upgrade failed, the rest goes in
 // one kernel call, as without us.
+// How long a blocking part waits, at most, for the send queue to drain enough for the switch.
+constexpr int kDrainForSwitchMs = 200;
+
 template <typename SendPart, typename TakeOff>
 ssize_t SendInParts(SanSocket& s, SendPart send_part, TakeOff advance) {
   size_t total = 0;
@@ -506,11 +509,14 @@ ssize_t SendInParts(SanSocket& s, SendPart send_part, TakeOff advance) {
           total);  // all of it, or the kernel took less (a signal, a timeout)
     }
     if (LateStep(s)) return static_cast<ssize_t>(total);  // switched: the rest goes over shm
-    if (s.late->phase.load() == LatePhase::kReady) {
-      // The channel is made; the upper end's switch waits for room in the send queue for its
-      // wake byte (TrySwitch), and a blocking part leaves the queue full: let it drain a little.
-      pollfd p{s.fd.load(), POLLOUT, 0};
-      kernel::poll(&p, 1, kLateNapMs);
+    // The channel is made; the upper end's switch waits for room in the send queue for its wake
+    // byte (TrySwitch: at most half the send buffer queued), and a blocking part leaves the
+    // queue full. Let it drain, bounded: this call would block on the full queue anyway, and
+    // POLLOUT (a third of the buffer free) is not enough -- behind a slow reader the next part
+    // refilled the queue every time and the move never happened (1 run in 2 under ASan).
+    for (int waited = 0; waited < kDrainForSwitchMs && s.late->phase.load() == LatePhase::kReady;
+         ++waited) {
+      kernel::poll(nullptr, 0, 1);
       if (LateStep(s)) return static_cast<ssize_t>(total);
     }
   }

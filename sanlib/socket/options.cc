@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "san/san.h"
@@ -97,7 +98,10 @@ int GetInfo(int fd, san_info* info) {
     }
     case SocketMode::kTcp:
       info->mode = SAN_MODE_TCP;
-      snprintf(info->fallback, sizeof info->fallback, "%s", s->fallback_reason.c_str());
+      // A copy, not snprintf: programs that check every connection's mode call this per
+      // connection (conn-bench does), and the formatting was a visible part of it.
+      std::memcpy(info->fallback, s->fallback_reason.data(),
+                  std::min(s->fallback_reason.size(), sizeof info->fallback - 1));
       break;
     case SocketMode::kUnconnected:
       info->mode = SAN_MODE_NONE;

@@ -75,7 +75,6 @@ struct side {
   int fd;
   uint64_t seed_out, seed_in;  /* what we send, what the peer sends */
   uint64_t bytes;              /* payload bytes to send one way */
-  uint32_t sent_messages;
 };
 
 static void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
@@ -138,15 +137,14 @@ static void* writer(void* arg) {
     ++seq;
     if ((r & 0x3ff) == 0) usleep((useconds_t)(r >> 54));  /* now and then a pause, up to 1 ms */
   }
-  s->sent_messages = seq;
   if (shutdown(s->fd, SHUT_WR) != 0) die("shutdown(SHUT_WR)");
   free(payload);
   return NULL;
 }
 
 /* Reads until EOF with an edge-triggered epoll and recvmsg into two buffers; checks each
- * message as it completes. Returns the messages received. */
-static uint32_t read_and_check(struct side* s) {
+ * message as it completes (their sequence numbers prove that none is missing). */
+static void read_and_check(struct side* s) {
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) die("epoll_create1");
   struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = s->fd};
@@ -180,10 +178,14 @@ static uint32_t read_and_check(struct side* s) {
       if (got == 0) {
         if (have != 0) fail("EOF inside message %llu (%llu of its bytes, %llu in all)", seq, have,
                             total);
+        /* The peer sends s->bytes of payload: messages missing at the end show here. */
+        if (total - (uint64_t)seq * kHeaderBytes != s->bytes)
+          fail("EOF after %llu messages, %llu payload bytes of %llu", seq,
+               total - (uint64_t)seq * kHeaderBytes, s->bytes);
         free(msg);
         free(expect);
         close(ep);
-        return seq;
+        return;
       }
       have += (size_t)got;
       total += (uint64_t)got;
@@ -211,16 +213,15 @@ static uint32_t read_and_check(struct side* s) {
 
 /* One connection's end: a writer thread, this thread reading and checking until the peer's
  * EOF. Returns 1 if the socket ended on shm. */
-static int run_side(int fd, uint64_t seed_out, uint64_t seed_in, uint64_t bytes,
-                    uint32_t* received) {
+static int run_side(int fd, uint64_t seed_out, uint64_t seed_in, uint64_t bytes) {
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   int flags = 1;
   if (ioctl(fd, FIONBIO, &flags) != 0) die("FIONBIO");
-  struct side s = {fd, seed_out, seed_in, bytes, 0};
+  struct side s = {fd, seed_out, seed_in, bytes};
   pthread_t t;
   if (pthread_create(&t, NULL, writer, &s) != 0) die("pthread_create");
-  *received = read_and_check(&s);
+  read_and_check(&s);
   pthread_join(t, NULL);
   char why[256];
   const int shm = strcmp(san_mode_of(fd, why, sizeof why), "shm") == 0;
@@ -257,9 +258,8 @@ int main(int argc, char** argv) {
     for (int c = 0; c < connections; ++c) {
       const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) die("connect");
-      uint32_t got;
       moved += run_side(fd, seed * 1000 + (uint64_t)c * 2 + 1, seed * 1000 + (uint64_t)c * 2,
-                        bytes, &got);
+                        bytes);
     }
     printf("client: connections=%d moved=%d/%d\n", connections, moved, connections);
     fflush(stdout);
@@ -269,9 +269,7 @@ int main(int argc, char** argv) {
   for (int c = 0; c < connections; ++c) {
     const int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) die("accept");
-    uint32_t got;
-    moved += run_side(fd, seed * 1000 + (uint64_t)c * 2, seed * 1000 + (uint64_t)c * 2 + 1, bytes,
-                      &got);
+    moved += run_side(fd, seed * 1000 + (uint64_t)c * 2, seed * 1000 + (uint64_t)c * 2 + 1, bytes);
   }
   int status = 0;
   if (waitpid(child, &status, 0) != child) die("waitpid");
