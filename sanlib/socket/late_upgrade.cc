@@ -486,14 +486,14 @@ ssize_t CountedKernelCall(SanSocket& s, Call call) {
   return n;
 }
 
+// How long a blocking part waits, at most, for the send queue to drain enough for the switch.
+constexpr int kDrainForSwitchMs = 200;
+
 // A blocking bulk send or sendfile in parts (late_upgrade.h): `send_part(limit)` hands the kernel
 // at most `limit` bytes of what is left (the count it returns, -1 with errno), `advance(n)` takes
 // n bytes off and says whether nothing is left. Between parts, a set-up step: once the socket
 // switched, the caller sends the rest over the stream; once the upgrade failed, the rest goes in
 // one kernel call, as without us.
-// How long a blocking part waits, at most, for the send queue to drain enough for the switch.
-constexpr int kDrainForSwitchMs = 200;
-
 template <typename SendPart, typename TakeOff>
 ssize_t SendInParts(SanSocket& s, SendPart send_part, TakeOff advance) {
   size_t total = 0;
