@@ -4,7 +4,7 @@
 //   - a token: the call carries "authorization: Bearer <token>" equal to the node's token file;
 //   - a Unix user: the connection comes from this host and its socket belongs to a uid drpcd was
 //     told to allow (--allow-uid; the uid is learnt once per connection at accept, see
-//     node/peer_uid.h). Remote clients have no uid here: they need the token.
+//     common/peer_uid.h). Remote clients have no uid here: they need the token.
 // A call that presents a wrong token to a node with a token is refused even from an allowed uid:
 // a bad credential never passes (a node without a token ignores one sent anyway). Ping is open in
 // every mode: it is the liveness/latency probe and answers only with the bytes it was given.

@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "node/peer_uid.h"
+#include "common/peer_uid.h"
 #include "san/san.h"
 #include "transport/channel.h"
 

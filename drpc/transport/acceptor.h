@@ -7,7 +7,7 @@
 // kernel TCP. gRPC itself opens no listening socket.
 // The accept loop runs on its own thread; Stop() wakes it (self-pipe) and joins it. Each accepted
 // connection's mode -- and, with set_learn_peer_uids(true), the uid owning the peer's socket when
-// the peer is on this host (node/peer_uid.h) -- is recorded under gRPC's peer string for it
+// the peer is on this host (common/peer_uid.h) -- is recorded under gRPC's peer string for it
 // ("fd:<n>") so a handler can say which transport its call came over and Auth can check the user.
 // Thread-safety: Start/Stop from one thread; TransportOf and counters from any thread.
 #pragma once

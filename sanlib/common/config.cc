@@ -9,6 +9,7 @@
 
 #include "common/config_file.h"
 #include "common/log.h"
+#include "common/peer_users.h"
 
 namespace san {
 namespace {
@@ -107,6 +108,10 @@ const std::vector<SettingInfo>& Settings() {
        "a local connection whose data calls that moved bytes reach this count (at one end) moves "
        "to shm at once, before SAN_UPGRADE_DELAY_US: a chatty request/response connection (0 = "
        "not by calls)"},
+      {"SAN_PEER_USERS", "any",
+       "which users' processes may be SAN peers: any; same (our own uid only); or a list of "
+       "uids, user names and @groups (ours always). A connection refused stays kernel TCP, "
+       "with the reason"},
       {"SAN_LOG", "warn", "error|warn|info|debug"},
       {"SAN_LOG_FILE", "",
        "where log lines go: a file to append to, stderr, syslog or none; unset: stderr, unless "
@@ -176,6 +181,13 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
   num("SAN_UPGRADE_DELAY_US", 0, 600000000, &c.upgrade_delay_us);
   num("SAN_UPGRADE_BYTES", 0, 1u << 30, &c.upgrade_bytes);
   num("SAN_UPGRADE_CALLS", 0, 1u << 30, &c.upgrade_calls);
+  if (const char* v = getenv_fn("SAN_PEER_USERS")) {
+    if (PeerUsers::Parse(v).ok()) {
+      c.peer_users = v;
+    } else {
+      bad("SAN_PEER_USERS", v);
+    }
+  }
   if (const char* v = getenv_fn("SAN_LOG")) {
     if (!ParseLogLevel(v, &c.log_level)) bad("SAN_LOG", v);
   }

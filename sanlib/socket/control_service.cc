@@ -17,6 +17,7 @@
 #include "proto/close_state.h"
 #include "socket/handover.h"
 #include "socket/kernel.h"
+#include "socket/late_upgrade.h"
 
 namespace san {
 namespace {
@@ -72,7 +73,7 @@ std::string Line(SanSocket& s) {
   } else {
     line += "0\t0\t0\t0\t-";
   }
-  const std::string reason = mode == SocketMode::kTcp ? s.fallback_reason : "";
+  const std::string reason = mode == SocketMode::kTcp ? FallbackReason(s) : "";
   return line + "\t" + Field(reason) + "\n";
 }
 

@@ -13,6 +13,8 @@
 #include "common/clock.h"
 #include "common/fnv1a.h"
 #include "common/log.h"
+#include "common/peer_uid.h"
+#include "common/peer_users.h"
 #include "fabric/address.h"
 #include "socket/drive.h"
 #include "socket/iov_remainder.h"
@@ -111,6 +113,7 @@ void AwaitFirstBytes(SanSocket& s) {
 // a peer that switched learns it at once (ECONNRESET) instead of waiting on a silent channel.
 void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   SAN_LOG_INFO("fd %d: stays kernel TCP (not moved to shm: %s)", s.fd.load(), why.c_str());
+  u.failure = "move failed: " + why;
   if (u.token != 0 && !u.stream)
     u.stream = Runtime::Get().connections().CloseLateListener(u.token, u.tuple);
   u.token = 0;
@@ -160,6 +163,47 @@ uint64_t PartLimit(const LateUpgrade& u) {
   return carried < threshold ? threshold - carried : kPartBytes;
 }
 
+const PeerUsers& PeerPolicy() {
+  static const PeerUsers policy = [] {
+    Result<PeerUsers> p = PeerUsers::Parse(Runtime::Get().config().peer_users);
+    return p.ok() ? std::move(p).value() : PeerUsers();  // Config kept only a valid one
+  }();
+  return policy;
+}
+
+// Our end's address (roles known).
+const sockaddr_storage& OwnAddress(const LateUpgrade& u) {
+  return u.lower ? u.tuple.server : u.tuple.client;
+}
+
+// SAN_PEER_USERS (common/peer_users.h): may the peer's user be our SAN peer? Asks the kernel
+// who owns the peer's socket only when the policy restricts (the default costs nothing).
+bool PeerUserAllowed(const LateUpgrade& u, std::string* why) {
+  const PeerUsers& policy = PeerPolicy();
+  if (policy.allows_everyone()) return true;
+  Result<uid_t> uid = LookupPeerUidHere(OwnAddress(u), u.peer);
+  if (!uid.ok()) {
+    *why = "SAN_PEER_USERS=" + policy.text() + ": the peer's user is unknown (" +
+           uid.status().ToString() + ")";
+    return false;
+  }
+  if (policy.Allows(*uid, geteuid())) return true;
+  *why = "SAN_PEER_USERS=" + policy.text() + " does not allow the peer's user (uid " +
+         std::to_string(*uid) + ")";
+  return false;
+}
+
+// The peer never took part in the move: says which user it runs as when that is not ours (its
+// SAN_PEER_USERS may have refused us).
+std::string NeverTookPart(const LateUpgrade& u, const char* what) {
+  Result<uid_t> uid = LookupPeerUidHere(OwnAddress(u), u.peer);
+  if (uid.ok() && *uid != geteuid()) {
+    return std::string("the peer (uid ") + std::to_string(*uid) + ") " + what +
+           ": its SAN_PEER_USERS may refuse our user";
+  }
+  return std::string("the peer ") + what + " (not a sanlib process?)";
+}
+
 // Which end we are (mu held): learned once, at the first step (a connection that never gets
 // there costs no getsockname).
 Status LearnRoles(SanSocket& s, LateUpgrade& u) {
@@ -182,6 +226,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (now < u.next_ns && !ProvedByUse(u)) return;
       if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
+      if (std::string why; !PeerUserAllowed(u, &why)) return FailLocked(s, u, why);
       u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
         u.phase.store(LatePhase::kConnecting);
@@ -221,7 +266,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       } else if (r.status().code() != ECONNREFUSED) {
         FailLocked(s, u, r.status().ToString());
       } else if (++u.attempts >= kMaxAttempts) {
-        FailLocked(s, u, "the peer never opened its side (not a sanlib process?)");
+        FailLocked(s, u, NeverTookPart(u, "never opened its side"));
       } else {
         u.next_ns = now + (kRetryBaseNs << std::min(u.attempts - 1, kDoublings));
       }
@@ -234,7 +279,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         u.stream = std::move(got);
         u.phase.store(LatePhase::kReady);
       } else if (now > u.give_up_ns && !TakeLastComer(u)) {
-        FailLocked(s, u, "the peer never came (not a sanlib process?)");
+        FailLocked(s, u, NeverTookPart(u, "never came"));
       }
       return;
     }
@@ -369,11 +414,21 @@ bool TcpPartRead(const LateUpgrade& u, const std::optional<uint64_t>& end) {
 
 }  // namespace
 
-void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer) {
-  Runtime& rt = Runtime::Get();
+fabric::Provider* LateProviderFor(const sockaddr_storage& peer) {
   std::string why;
-  fabric::Provider* provider =
-      rt.ShmProviderFor(reinterpret_cast<const sockaddr*>(&peer), sizeof peer, &why);
+  return Runtime::Get().ShmProviderFor(reinterpret_cast<const sockaddr*>(&peer), sizeof peer, &why);
+}
+
+const std::string& FallbackReason(const SanSocket& s) {
+  if (s.late && s.late->phase.load(std::memory_order_acquire) == LatePhase::kFailed) {
+    return s.late->failure;
+  }
+  return s.fallback_reason;
+}
+
+void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer,
+                         fabric::Provider* provider) {
+  Runtime& rt = Runtime::Get();
   if (!provider) return;
   s.late = std::make_unique<LateUpgrade>(active, peer,
                                          NowNs() + uint64_t{rt.config().upgrade_delay_us} * 1000);

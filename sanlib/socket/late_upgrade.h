@@ -92,6 +92,9 @@ struct LateUpgrade {
   int token = 0;  // the private listener at the connection thread
   std::unique_ptr<proto::Stream> stream;
   fabric::Provider* provider = nullptr;
+  // Why the move was given up: written once, before phase becomes kFailed (then read by anyone
+  // who sees kFailed).
+  std::string failure;
 
   // Reading the kernel socket (under in_mu, before and after the switch; never across a sleep):
   // the bytes consumed since the connection began, whether the peer's wake byte was among them,
@@ -102,10 +105,18 @@ struct LateUpgrade {
   std::atomic<bool> inflow_done{false};
 };
 
-// Called when a connected (or connecting) socket settles on kernel TCP: makes it a candidate if
-// its peer (canonical address) is on this host and the configuration allows. `active`: it was
-// connect()ed (not accepted).
-void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer);
+// The provider a connection to `peer` (canonical address) would move to: shm if the peer is on
+// this host and the configuration allows, else null (the connection is no candidate).
+fabric::Provider* LateProviderFor(const sockaddr_storage& peer);
+
+// Called when a connected (or connecting) socket settles on kernel TCP, with LateProviderFor's
+// answer: makes it a candidate if there is a provider. `active`: it was connect()ed (not accepted).
+void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer,
+                         fabric::Provider* provider);
+
+// Why a kernel TCP socket is not on shm (sanstat, san_getinfo): a candidate whose move was given
+// up says why; otherwise the reason it settled with.
+const std::string& FallbackReason(const SanSocket& s);
 
 // close() or shutdown() of a candidate, or its fd passed to another process (`try_switch`):
 // switches first if the channel is ready (then the socket is a SAN one), else gives the set-up

@@ -15,6 +15,7 @@
 
 #include "san/san.h"
 #include "socket/kernel.h"
+#include "socket/late_upgrade.h"
 #include "socket/runtime.h"
 #include "socket/socket_ops.h"
 
@@ -96,13 +97,14 @@ int GetInfo(int fd, san_info* info) {
       info->mtu = st.mtu;
       break;
     }
-    case SocketMode::kTcp:
+    case SocketMode::kTcp: {
       info->mode = SAN_MODE_TCP;
       // A copy, not snprintf: programs that check every connection's mode call this per
       // connection (conn-bench does), and the formatting was a visible part of it.
-      std::memcpy(info->fallback, s->fallback_reason.data(),
-                  std::min(s->fallback_reason.size(), sizeof info->fallback - 1));
+      const std::string& why = FallbackReason(*s);
+      std::memcpy(info->fallback, why.data(), std::min(why.size(), sizeof info->fallback - 1));
       break;
+    }
     case SocketMode::kUnconnected:
       info->mode = SAN_MODE_NONE;
       break;

@@ -272,9 +272,16 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
       return -1;
     }
   }
-  const bool tcp = !stream;
+  // A candidate for the late move says so: whatever the client is, the move will tell.
+  fabric::Provider* late = stream ? nullptr : LateProviderFor(peer);
+  if (late) {
+    reason = rt.config().late_setup
+                 ? "not moved to shm yet (late set-up)"
+                 : "peer did not set up a SAN channel (plain TCP, late set-up or other "
+                   "user): may move to shm later";
+  }
   Settle(*s, std::move(stream), std::move(reason));
-  if (tcp) ConsiderLateUpgrade(*s, false, peer);
+  if (late) ConsiderLateUpgrade(*s, false, peer, late);
   return nfd;
 }
 
@@ -303,7 +310,8 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
       // (its kernel socket) instead of the uid.
       reason =
           "the peer's SAN listener runs as another user: kernel TCP until the connection has "
-          "lived SAN_UPGRADE_DELAY_US, then shm (proved by the TCP connection itself)";
+          "lived SAN_UPGRADE_DELAY_US, then shm (proved by the TCP connection itself) if "
+          "SAN_PEER_USERS at both ends allows";
     } else if (r.status().code() == ECONNREFUSED) {
       reason = "no SAN listener at the peer (plain TCP server)";
       if (strcmp(provider->name(), "shm") != 0) {
@@ -331,7 +339,10 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
   if (stream && rc != 0) s->connecting.store(true);  // EINPROGRESS: poll/SO_ERROR finish it
   const bool tcp = !stream;
   Settle(*s, std::move(stream), std::move(reason));
-  if (tcp) ConsiderLateUpgrade(*s, true, proto::CanonicalAddress(addr, len));
+  if (tcp) {
+    const sockaddr_storage peer = proto::CanonicalAddress(addr, len);
+    ConsiderLateUpgrade(*s, true, peer, LateProviderFor(peer));
+  }
   if (wait_for_window && !s->nonblocking.load()) WaitForWindow(*s);
   if (rc != 0) errno = err;
   return rc;

@@ -3,7 +3,7 @@
 // passed over SCM_RIGHTS, systemd socket activation, several acceptors at once, a re-exec keeping
 // the listener -- each a small C echo server (startup/*.c, plain POSIX sockets) run unmodified
 // under sanrun, and real programs in their default start-up (nginx `daemon on`, redis
-// `--daemonize yes`, socat `fork`). Each case runs once with a SAN client (the C client or curl /
+// `--daemonize yes`, memcached `-d -u nobody`, socat `fork`). Each case runs once with a SAN client (the C client or curl /
 // redis-cli under sanrun) and once with a plain one, against a fresh server, and requires:
 //   - every byte echoed intact, no reset or refusal, nothing hung (every wait is bounded);
 //   - the mode at the end of each exchange: a SAN client's connection is shm on both ends, a plain
@@ -11,6 +11,7 @@
 //     server's DIR/served record, or SAN_REPORT for the real programs).
 // Every process a case starts is stopped at its end, daemons included (startup/harness.h).
 // ctest runs it under sanrun's default set-up (late) and again with SAN_SETUP=eager ("eager.").
+#include <pwd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -30,6 +31,9 @@
 
 #ifndef SAN_SANRUN
 #error "SAN_SANRUN (the sanrun binary) must be defined by the build"
+#endif
+#ifndef SAN_TEST_PROGRAMS
+#error "SAN_TEST_PROGRAMS (tests/compat/programs) must be defined by the build"
 #endif
 #ifndef SAN_STARTUP_BIN
 #error "SAN_STARTUP_BIN (the directory of the startup_* programs) must be defined by the build"
@@ -452,6 +456,100 @@ INSTANTIATE_TEST_SUITE_P(Daemonize, RedisDaemon,
                            return std::string(info.param == ClientKind::kSan ? "SanRedisCli"
                                                                              : "PlainRedisCli");
                          });
+
+// memcached the way its Debian unit starts it, as root: `-d` (daemonise) and `-u nobody` (drop
+// privileges), so every connection joins two users (the client root, the server nobody). The
+// client keeps one connection for 200 set/get rounds of up to 64 KiB, which moves it to shm (by
+// its calls, proved by the TCP connection itself); SAN_PEER_USERS=same at both ends keeps it
+// kernel TCP, each end saying why.
+class MemcachedDaemon : public StartupTest {
+ protected:
+  // Starts `memcached -d -u nobody`; its pid file in a directory nobody may write.
+  void StartMemcached() {
+    if (!Installed("memcached") || !Installed("/usr/bin/python3")) {
+      GTEST_SKIP() << "memcached or python3 is not installed";
+    }
+    if (geteuid() != 0 || !getpwnam("nobody")) GTEST_SKIP() << "needs root and the nobody user";
+    run_ = dir_ + "/run";
+    fs::create_directories(run_);
+    chmod(run_.c_str(), 0777);
+    pid_file_ = run_ + "/memcached.pid";
+    reaper_->AddSessionPidFile(pid_file_);
+    Program& launcher = Start({"memcached", "-d", "-u", "nobody", "-p", "{port}", "-U", "0", "-l",
+                               "127.0.0.1", "-m", "64", "-P", pid_file_},
+                              true, "memcached");
+    ASSERT_EQ(launcher.Wait(10000), 0) << "memcached did not daemonise: " << Log("memcached");
+    ASSERT_TRUE(WaitFor([&] { return ListenerCount(port_) >= 1 && PidIn(pid_file_) > 0; }, 10000));
+  }
+  void RunClient(bool san) {
+    Program& client = Start({"/usr/bin/python3", SAN_TEST_PROGRAMS "/memcache_client.py", "{port}",
+                             "200"},
+                            san, "client");
+    EXPECT_EQ(client.Wait(30000), 0) << Log("client");
+    EXPECT_NE(Log("client").find("ok 200 rounds"), std::string::npos) << Log("client");
+  }
+  void StopMemcached() {
+    const pid_t server = PidIn(pid_file_);
+    ASSERT_GT(server, 1);
+    kill(server, SIGTERM);  // memcached exits and writes its SAN_REPORT line
+    EXPECT_TRUE(WaitGone(server, 5000)) << "memcached did not stop";
+  }
+  std::string run_, pid_file_;
+};
+
+TEST_F(MemcachedDaemon, AsNobodySanClientMovesToShmOnBothEnds) {
+  StartMemcached();
+  if (IsSkipped() || HasFatalFailure()) return;
+  RunClient(true);
+  const Usage c = UsageOf(report_, "python3");
+  EXPECT_EQ(c.shm_connections, 1u) << "client end (root) not on shm";
+  EXPECT_EQ(c.tcp_connections, 0u);
+  StopMemcached();
+  const Usage m = UsageOf(report_, "memcached");
+  EXPECT_EQ(m.shm_connections, 1u) << "server end (nobody) not on shm";
+  EXPECT_EQ(m.tcp_connections, 0u);
+}
+
+TEST_F(MemcachedDaemon, AsNobodyPlainClientStaysKernelTcp) {
+  StartMemcached();
+  if (IsSkipped() || HasFatalFailure()) return;
+  RunClient(false);
+  StopMemcached();
+  const Usage m = UsageOf(report_, "memcached");
+  EXPECT_EQ(m.shm_connections, 0u);
+  EXPECT_EQ(m.tcp_connections, 1u) << "server end (nobody): the plain client's connection";
+}
+
+TEST_F(MemcachedDaemon, SamePeerUsersKeepsBothEndsOnTcpAndSaysWhy) {
+  // Both ends inherit these through sanrun; the log goes to a file nobody may write (memcached
+  // -d has its stderr on /dev/null).
+  setenv("SAN_PEER_USERS", "same", 1);
+  setenv("SAN_LOG", "info", 1);
+  const std::string log_file = dir_ + "/san.log";
+  std::ofstream(log_file).flush();
+  chmod(log_file.c_str(), 0666);
+  setenv("SAN_LOG_FILE", log_file.c_str(), 1);
+  StartMemcached();
+  if (!IsSkipped() && !HasFatalFailure()) {
+    RunClient(true);
+    StopMemcached();
+    const Usage c = UsageOf(report_, "python3"), m = UsageOf(report_, "memcached");
+    EXPECT_EQ(c.shm_connections + m.shm_connections, 0u) << "moved although refused";
+    EXPECT_EQ(c.tcp_connections, 1u);
+    EXPECT_EQ(m.tcp_connections, 1u);
+    const std::string log = ReadAll(log_file);
+    const std::string nobody = std::to_string(getpwnam("nobody")->pw_uid);
+    EXPECT_NE(log.find("SAN_PEER_USERS=same does not allow the peer's user (uid " + nobody + ")"),
+              std::string::npos)
+        << "the client's reason\n" << Tail(log);
+    EXPECT_NE(log.find("SAN_PEER_USERS=same does not allow the peer's user (uid 0)"),
+              std::string::npos)
+        << "the server's reason\n" << Tail(log);
+  }
+  unsetenv("SAN_PEER_USERS");
+  unsetenv("SAN_LOG");
+  unsetenv("SAN_LOG_FILE");
+}
 
 }  // namespace
 }  // namespace san::testing_support

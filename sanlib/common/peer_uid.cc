@@ -1,4 +1,4 @@
-#include "node/peer_uid.h"
+#include "common/peer_uid.h"
 
 #include <arpa/inet.h>
 #include <linux/inet_diag.h>
@@ -6,7 +6,7 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 
 #include "common/unique_fd.h"
 
-namespace san::drpc {
+namespace san {
 namespace {
 
 // An address reduced to family + raw bytes + port, IPv4-mapped IPv6 unmapped.
@@ -65,16 +65,27 @@ bool PeerIsOnThisHost(const sockaddr_storage& local, const sockaddr_storage& pee
 
 Result<uid_t> LookupPeerUid(const sockaddr_storage& local, const sockaddr_storage& peer) {
   if (!PeerIsOnThisHost(local, peer)) return Status(EPERM, "peer uid: not a local connection");
+  return LookupPeerUidHere(local, peer);
+}
+
+Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_storage& peer) {
   Endpoint l, p;
-  Reduce(local, &l);
-  Reduce(peer, &p);
+  if (!Reduce(local, &l) || !Reduce(peer, &p) || l.family != p.family) {
+    return Status(EAFNOSUPPORT, "peer uid: addresses");
+  }
   // An IPv4-mapped connection lives in the IPv6 table: look it up the way it was made.
   const int table = local.ss_family;
 
-  // The raw syscall: drpcd links the compat layer, which has no business with netlink sockets.
+  // Raw system calls throughout: this runs inside sanlib (a move's first step) and in programs
+  // that link the compat layer, whose interposed calls have no business with netlink sockets.
   UniqueFd nl(static_cast<int>(
       ::syscall(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)));
   if (!nl.valid()) return Status::FromErrno("peer uid: socket(NETLINK_SOCK_DIAG)");
+  // Bounded wait for the one answer: the kernel answers at once.
+  const timeval wait{1, 0};
+  if (::syscall(SYS_setsockopt, nl.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) != 0) {
+    return Status::FromErrno("peer uid: setsockopt(SO_RCVTIMEO)");
+  }
   struct {
     nlmsghdr nh;
     inet_diag_req_v2 req;
@@ -103,16 +114,14 @@ Result<uid_t> LookupPeerUid(const sockaddr_storage& local, const sockaddr_storag
   }
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (::sendto(nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel),
-               sizeof kernel) != static_cast<ssize_t>(sizeof msg)) {
+  if (::syscall(SYS_sendto, nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel),
+                sizeof kernel) != static_cast<long>(sizeof msg)) {
     return Status::FromErrno("peer uid: sendto(netlink)");
   }
-  // One answer: the socket (inet_diag_msg) or an error (NLMSG_ERROR, e.g. -ENOENT). Bounded wait:
-  // the kernel answers at once.
-  pollfd pfd{nl.get(), POLLIN, 0};
-  if (::poll(&pfd, 1, 1000) != 1) return Status(ETIMEDOUT, "peer uid: netlink answer");
+  // One answer: the socket (inet_diag_msg) or an error (NLMSG_ERROR, e.g. -ENOENT).
   alignas(nlmsghdr) char buf[8192];
-  const ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+  const long n = ::syscall(SYS_recvfrom, nl.get(), buf, sizeof buf, 0, nullptr, nullptr);
+  if (n < 0 && errno == EAGAIN) return Status(ETIMEDOUT, "peer uid: netlink answer");
   if (n < 0) return Status::FromErrno("peer uid: recv(netlink)");
   int len = static_cast<int>(n);
   for (const nlmsghdr* h = reinterpret_cast<const nlmsghdr*>(buf); NLMSG_OK(h, len);
@@ -134,4 +143,4 @@ Result<uid_t> LookupPeerUid(const sockaddr_storage& local, const sockaddr_storag
   return Status(ENOENT, "peer uid: inet_diag lookup");
 }
 
-}  // namespace san::drpc
+}  // namespace san

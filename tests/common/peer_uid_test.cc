@@ -1,4 +1,4 @@
-// Peer uid (drpc/node/peer_uid.h): the same-host rule on addresses (pure), and the inet_diag
+// Peer uid (common/peer_uid.h): the same-host rule on addresses (pure), and the inet_diag
 // lookup on a real loopback TCP connection of this process (kernel sockets, no sanlib).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "common/unique_fd.h"
-#include "node/peer_uid.h"
+#include "common/peer_uid.h"
 
-namespace san::drpc {
+namespace san {
 namespace {
 
 sockaddr_storage V4(const char* addr, uint16_t port) {
@@ -30,7 +30,7 @@ sockaddr_storage V6(const char* addr, uint16_t port) {
   return ss;
 }
 
-TEST(DrpcPeerUid, SameHostRule) {
+TEST(PeerUid, SameHostRule) {
   EXPECT_TRUE(PeerIsOnThisHost(V4("127.0.0.1", 7467), V4("127.0.0.1", 40000)));
   EXPECT_TRUE(PeerIsOnThisHost(V4("127.0.0.2", 7467), V4("127.0.0.9", 40000)));
   EXPECT_TRUE(PeerIsOnThisHost(V4("10.0.0.1", 7467), V4("10.0.0.1", 40000)));   // own address
@@ -90,10 +90,10 @@ void LookupOverLoopback(int family, const char* addr) {
   EXPECT_EQ(none.status().code(), ENOENT) << none.status().ToString();
 }
 
-TEST(DrpcPeerUid, LookupFindsTheOwnerOfALoopbackPeerV4) {
+TEST(PeerUid, LookupFindsTheOwnerOfALoopbackPeerV4) {
   LookupOverLoopback(AF_INET, "127.0.0.1");
 }
-TEST(DrpcPeerUid, LookupFindsTheOwnerOfALoopbackPeerV6) { LookupOverLoopback(AF_INET6, "::1"); }
+TEST(PeerUid, LookupFindsTheOwnerOfALoopbackPeerV6) { LookupOverLoopback(AF_INET6, "::1"); }
 
 }  // namespace
-}  // namespace san::drpc
+}  // namespace san

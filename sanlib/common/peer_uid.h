@@ -1,8 +1,9 @@
-// Peer uid: which local user owns the other end of a TCP connection this process accepted, for
-// drpcd's Unix-user check (--allow-uid), the alternative to the token.
+// Peer uid: which local user owns the other end of a TCP connection of this process. Used by
+// drpcd's Unix-user check (--allow-uid, the alternative to the token), and by the late move to
+// shm when SAN_PEER_USERS restricts which users may be SAN peers (socket/late_upgrade.h).
 //
-// gRPC only sees the connection's fd, and SO_PEERCRED exists for Unix sockets only (sanlib's
-// rendezvous checks it, but inside sanlib). Every SAN connection is also a real kernel TCP
+// SO_PEERCRED exists for Unix sockets only (sanlib's rendezvous checks it), and gRPC only sees a
+// connection's fd. Every SAN connection is also a real kernel TCP
 // connection (docs/sockets.md), so one mechanism serves SAN and TCP clients alike: ask the
 // kernel (NETLINK_SOCK_DIAG, inet_diag, an exact lookup by 4-tuple) for the socket whose local
 // end is our peer's address and whose remote end is ours, and take the uid it reports (the
@@ -22,7 +23,7 @@
 
 #include "common/status.h"
 
-namespace san::drpc {
+namespace san {
 
 // Pure: is a connection between these two ends one within this host (see above)? Both AF_INET
 // or both AF_INET6 (IPv4-mapped IPv6 counts as IPv4).
@@ -32,4 +33,8 @@ bool PeerIsOnThisHost(const sockaddr_storage& local, const sockaddr_storage& pee
 // socket here (remote peer, or it closed already); EPERM: not a connection within this host.
 Result<uid_t> LookupPeerUid(const sockaddr_storage& local, const sockaddr_storage& peer);
 
-}  // namespace san::drpc
+// The same lookup for a caller that decided by itself that the peer is on this host (sanlib's
+// local-address cache knows every interface address, not only loopback and our own).
+Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_storage& peer);
+
+}  // namespace san
