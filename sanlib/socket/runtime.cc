@@ -74,6 +74,12 @@ void Runtime::AfterForkChild() {
   AfterLateFork(true);
 }
 
+void Runtime::AtQuickExit() {
+  Runtime* rt = IfCreated();
+  if (!rt || rt->pid() != static_cast<int>(::syscall(SYS_getpid))) return;
+  rt->WriteReport();
+}
+
 void Runtime::CheckMissedFork() {
   Runtime* rt = IfCreated();
   if (rt && rt->pid() != ThisPid()) rt->AdoptMissedFork();  // no syscall (common/this_pid.h)

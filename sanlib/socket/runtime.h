@@ -55,6 +55,13 @@ class Runtime {
   // clone -- stays the caller's risk, as with any raw clone of a multithreaded process.
   static void CheckMissedFork();
 
+  // _exit() and _Exit() (interposed by the compatibility layer): no atexit handler runs, but the
+  // process's SAN_REPORT line is still written -- vsftpd's sessions, for one, end with _exit.
+  // Nothing else is done: _exit may come from a signal handler or a vfork child, where no lock
+  // may be taken; a vfork child (or a raw clone child that never made a set-up call: it still
+  // carries its parent's counters) writes nothing.
+  static void AtQuickExit();
+
   // What this process's connections did, written to SAN_REPORT at exit (the transparency tests
   // read it to know a tool was really accelerated). Counted when a connection settles its mode
   // and when its stream leaves the application (close, or exit).

@@ -137,6 +137,7 @@ inline bool WaitListening(uint16_t port, int timeout_ms) {
 struct Usage {
   std::string prog;
   uint64_t shm_connections = 0, tcp_connections = 0, shm_bytes_sent = 0, shm_bytes_received = 0;
+  uint64_t lines = 0;  // how many processes' lines were summed
 };
 
 // Every line of a SAN_REPORT file whose program name starts with `prog`, summed.
@@ -154,6 +155,7 @@ inline Usage UsageOf(const std::string& report_file, const std::string& prog) {
       if (eq != std::string::npos) kv[word.substr(0, eq)] = word.substr(eq + 1);
     }
     if (kv["prog"].rfind(prog, 0) != 0) continue;
+    ++total.lines;
     total.shm_connections += std::stoull(kv["shm_connections"]);
     total.tcp_connections += std::stoull(kv["tcp_connections"]);
     total.shm_bytes_sent += std::stoull(kv["shm_bytes_sent"]);

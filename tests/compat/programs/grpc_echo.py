@@ -2,7 +2,9 @@
 #   grpc_echo.py server PORT SECONDS   serves /t.Echo/Echo on 127.0.0.1:PORT for SECONDS
 #   grpc_echo.py client PORT           waits for the channel (5 s), makes 200 echoes of 100 KiB
 #                                      and checks every byte; exit 0 and "ok ..." on success
+import signal
 import sys
+import threading
 from concurrent import futures
 
 import grpc
@@ -18,8 +20,14 @@ def serve(port, seconds):
     server = grpc.server(futures.ThreadPoolExecutor(2))
     server.add_generic_rpc_handlers((handler,))
     server.add_insecure_port("127.0.0.1:%d" % port)
+    # SIGINT or SIGTERM ends it early, with a normal interpreter exit (sanrun's SAN_REPORT line
+    # is written by the exit handlers).
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
     server.start()
-    server.wait_for_termination(timeout=seconds)
+    done.wait(seconds)
+    server.stop(0).wait()
 
 
 def call(port):

@@ -6,3 +6,5 @@ http.createServer((req, res) => {
   res.writeHead(200, {'Content-Length': body.length, 'Connection': 'close'});
   res.end(body);
 }).listen(port, '127.0.0.1', () => console.log('listening ' + port));
+// Stopped by SIGTERM: exit normally (so that sanrun's SAN_REPORT line is written).
+process.on('SIGTERM', () => process.exit(0));
