@@ -4,8 +4,8 @@
 # installing and packaging (CPack's DEB generator with dpkg-shlibdeps, lintian, the man pages'
 # rendering test: docs/install.md). The second half are the
 # real peers the integration tests start: rpcbind and the system rpcgen (rpcgen_via, rpcvia),
-# vsftpd/lftp/curl/inetd (ftpd), the programs of the compat transparency suite (Node.js among
-# them), gRPC and Python's grpcio (drpc), rdma-core and QEMU with the tools a Soft-RoCE guest
+# vsftpd/lftp/curl/inetd (ftpd), the programs of the compat transparency suite (Node.js and
+# PostgreSQL among them), gRPC and Python's grpcio (drpc), rdma-core and QEMU with the tools a Soft-RoCE guest
 # needs (the verbs provider and its tests in deploy/softroce/), and iproute2 for the
 # network-namespace cluster (deploy/cluster/). bench/report (docs/bench.md) drives netpipe-tcp,
 # sockperf, iperf3, redis, nginx-light + wrk, vsftpd and draws with gnuplot-nox; linux-perf gives
@@ -24,7 +24,7 @@ PACKAGES="
   libcrypt-dev libedit-dev lftp tnftp vsftpd curl openbsd-inetd
   netpipe-tcp sockperf iperf3 redis-server redis-tools memcached libmemcached-tools nginx-light wrk
   linux-perf
-  nodejs
+  nodejs postgresql
   python3 openssl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest

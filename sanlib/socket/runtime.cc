@@ -34,6 +34,13 @@ Runtime& Runtime::Get() {
 
 Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
   pid_.store(ThisPid());
+  // The name as started: programs rewrite their argv for ps (PostgreSQL's backends read
+  // "postgres: user db 127.0.0.1(5432) idle"), which would put spaces into the report's prog=.
+  snprintf(prog_, sizeof prog_, "%s",
+           *program_invocation_short_name ? program_invocation_short_name : "?");
+  for (char* c = prog_; *c; ++c) {
+    if (*c <= ' ' || *c == '=' || *c > '~') *c = '_';
+  }
   if (config_.provider == ProviderChoice::kShm || config_.provider == ProviderChoice::kAuto) {
     shm_ = fabric::GetProvider("shm");
     if (!shm_) shm_unavailable_ = "shm provider unavailable";
@@ -152,20 +159,18 @@ void Runtime::OpenReport() {
 void Runtime::WriteReport() {
   if (config_.report.empty()) return;
   char line[512];
+  // Signed: a line is this process's share of the totals, and a fork child that moves a
+  // connection its parent counted as TCP has -1 there (and +1 on shm), so the lines add up.
+  auto v = [](const std::atomic<uint64_t>& c) { return static_cast<long long>(c.load()); };
   const int n = snprintf(line, sizeof line,
-                         "pid=%d prog=%s shm_connections=%llu tcp_connections=%llu "
-                         "shm_bytes_sent=%llu shm_bytes_received=%llu verbs_connections=%llu "
-                         "verbs_bytes_sent=%llu verbs_bytes_received=%llu "
-                         "verbs_zero_copy_bytes_sent=%llu\n",
-                         getpid(), program_invocation_short_name,
-                         static_cast<unsigned long long>(usage_.shm_connections.load()),
-                         static_cast<unsigned long long>(usage_.tcp_connections.load()),
-                         static_cast<unsigned long long>(usage_.shm_bytes_sent.load()),
-                         static_cast<unsigned long long>(usage_.shm_bytes_received.load()),
-                         static_cast<unsigned long long>(usage_.verbs_connections.load()),
-                         static_cast<unsigned long long>(usage_.verbs_bytes_sent.load()),
-                         static_cast<unsigned long long>(usage_.verbs_bytes_received.load()),
-                         static_cast<unsigned long long>(usage_.verbs_zero_copy_bytes_sent.load()));
+                         "pid=%d prog=%s shm_connections=%lld tcp_connections=%lld "
+                         "shm_bytes_sent=%lld shm_bytes_received=%lld verbs_connections=%lld "
+                         "verbs_bytes_sent=%lld verbs_bytes_received=%lld "
+                         "verbs_zero_copy_bytes_sent=%lld\n",
+                         getpid(), prog_, v(usage_.shm_connections), v(usage_.tcp_connections),
+                         v(usage_.shm_bytes_sent), v(usage_.shm_bytes_received),
+                         v(usage_.verbs_connections), v(usage_.verbs_bytes_sent),
+                         v(usage_.verbs_bytes_received), v(usage_.verbs_zero_copy_bytes_sent));
   // One write(2) with O_APPEND: lines of concurrent processes do not interleave.
   // The program may have closed our fd (a loop over every number) and reused the number: write
   // only to the file we opened.

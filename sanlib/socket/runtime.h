@@ -127,6 +127,7 @@ class Runtime {
   CloseThread closer_;
   Usage usage_;
   UniqueFd report_fd_;  // SAN_REPORT, opened at start (see usage())
+  char prog_[32] = {};  // the program's name when the runtime was made, for the report
   FileIdentity report_id_;
   std::atomic<int> pid_{0};
   fabric::Provider* shm_ = nullptr;

@@ -450,6 +450,72 @@ TEST_P(Transparency, SockperfPingPong) {
   ExpectServerEnd("sockperf", 1, 1);
 }
 
+// PostgreSQL the way its tools start it: initdb and `pg_ctl start` as the postgres user (the
+// postmaster daemonises; it forks a backend per connection after accepting it), pgbench and psql
+// as root: every connection joins two users, and each backend moves the connection its parent
+// accepted. pgbench's two clients run 2 s of TPC-B and must move to shm on both ends (the short
+// set-up connections may stay TCP); the database must add up afterwards.
+TEST_P(Transparency, PostgresqlPgbench) {
+  const std::string bin = "/usr/lib/postgresql/15/bin";
+  if (!Installed(bin + "/pg_ctl") || !Installed(bin + "/pgbench") || !Installed("psql")) {
+    GTEST_SKIP() << "postgresql 15 is not installed (deploy/install-deps.sh)";
+  }
+  const passwd* pg = getpwnam("postgres");
+  if (geteuid() != 0 || !pg) GTEST_SKIP() << "needs root and the postgres user";
+  const std::string data = dir_ + "/pgdata", run = dir_ + "/pgrun";
+  for (const std::string& d : {data, run}) {
+    ASSERT_EQ(mkdir(d.c_str(), 0700), 0);
+    ASSERT_EQ(chown(d.c_str(), pg->pw_uid, pg->pw_gid), 0);
+  }
+  const std::vector<std::string> as_postgres = {"runuser", "-u", "postgres", "--"};
+  auto with = [](std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  Program initdb(with(as_postgres, {bin + "/initdb", "-D", data, "-A", "trust", "-U", "postgres"}),
+                 "", {}, dir_ + "/initdb.log");
+  ASSERT_EQ(initdb.Wait(120000), 0) << initdb.Log();
+  const std::string port = std::to_string(FreePort());
+  auto start = Server(with(as_postgres, {bin + "/pg_ctl", "-D", data, "-l", run + "/server.log",
+                                         "-w", "-o",
+                                         "-p " + port + " -k " + run +
+                                             " -c listen_addresses=127.0.0.1",
+                                         "start"}),
+                      "pg_ctl");
+  ASSERT_EQ(start->Wait(60000), 0) << start->Log() << Contents(run + "/server.log");
+  const std::vector<std::string> where = {"-h", "127.0.0.1", "-p", port, "-U", "postgres"};
+  auto init = Client(with({bin + "/pgbench", "-i", "-s", "1"}, with(where, {"postgres"})), "init");
+  EXPECT_EQ(init->Wait(60000), 0) << init->Log();
+  auto bench =
+      Client(with({bin + "/pgbench", "-c", "2", "-T", "2"}, with(where, {"postgres"})), "bench");
+  EXPECT_EQ(bench->Wait(60000), 0) << bench->Log();
+  EXPECT_NE(bench->Log().find("number of failed transactions: 0 "), std::string::npos)
+      << bench->Log();
+  // TPC-B keeps the branch, teller and account balances and the history in step.
+  auto check = Client(with({"psql", "-tA"}, with(where, {"-c",
+                           "select (select sum(abalance) from pgbench_accounts) = "
+                           "(select sum(delta) from pgbench_history) and (select "
+                           "sum(bbalance) from pgbench_branches) = (select sum(delta) from "
+                           "pgbench_history)",
+                           "postgres"})),
+                      "check");
+  EXPECT_EQ(check->Wait(30000), 0) << check->Log();
+  EXPECT_EQ(check->Log(), "t\n");
+  Program stop(with(as_postgres, {bin + "/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"}), "",
+               {}, dir_ + "/stop.log");
+  EXPECT_EQ(stop.Wait(60000), 0) << stop.Log();
+  const Usage client = UsageOf(report_, "pgbench"), server = UsageOf(server_report_, "postgres");
+  if (san_server()) {
+    EXPECT_GE(client.shm_connections, 2u) << "pgbench's clients did not move to shm";
+    EXPECT_GE(server.shm_connections, 2u) << "the backends' ends did not move to shm";
+    EXPECT_GT(server.lines, 2u) << "the backends wrote no SAN_REPORT lines";
+  } else {
+    EXPECT_EQ(client.shm_connections, 0u);
+    EXPECT_GE(client.tcp_connections, 3u);
+  }
+  if (HasFailure()) std::cerr << Contents(report_) << Contents(server_report_);
+}
+
 INSTANTIATE_TEST_SUITE_P(Real, Transparency,
                          ::testing::Values(Setup::kBothSanEager, Setup::kBothSan,
                                            Setup::kServerPlain),
