@@ -62,6 +62,7 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
     errno = EOPNOTSUPP;
     return -1;
   }
+  if (nonblocking && s->late) AwaitPeerWindow(*s);  // a socket that moved: see late_upgrade.h
   // Single copy: a large request goes straight into a window the receiver advertised, if there is
   // one (the write completes inside the call, so nonblocking sends may use it too).
   const Config& config = Runtime::Get().config();

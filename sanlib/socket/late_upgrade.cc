@@ -44,6 +44,8 @@ constexpr int kConnectWaitMs = 200;
 // the socket is nonblocking: once per connection, instead of an EAGAIN the program did not expect
 // after a readiness.
 constexpr uint64_t kAfterWakeNs = kMs / 2;
+// How long a nonblocking send right after the switch waits for the peer's WAKEUP (AwaitPeerWindow).
+constexpr uint64_t kPeerWindowWaitNs = 5 * kMs;
 // Once a connection has proved itself by its bytes, a blocking bulk send goes to the kernel in
 // parts of this size, with a set-up step between them, until the socket switches.
 constexpr uint64_t kPartBytes = 256 << 10;
@@ -108,6 +110,25 @@ void AwaitFirstBytes(SanSocket& s) {
   const uint64_t until = NowNs() + kAfterWakeNs;
   while (!s.stream->GetReadiness().readable && NowNs() < until) sched_yield();
 }
+
+}  // namespace
+
+void AwaitPeerWindow(SanSocket& s) {
+  LateUpgrade& u = *s.late;
+  if (u.window_seen.load(std::memory_order_relaxed)) return;
+  const uint64_t until = NowNs() + kPeerWindowWaitNs;
+  for (;;) {
+    const proto::Readiness r = s.stream->GetReadiness();
+    if (r.writable || r.error) {
+      u.window_seen.store(true, std::memory_order_relaxed);
+      return;
+    }
+    if (NowNs() >= until) return;
+    sched_yield();
+  }
+}
+
+namespace {
 
 // Gives up on moving the connection (it stays kernel TCP). A stream already made is aborted, so
 // a peer that switched learns it at once (ECONNRESET) instead of waiting on a silent channel.

@@ -103,6 +103,8 @@ struct LateUpgrade {
   uint64_t consumed = 0;
   bool peer_wake_taken = false;
   std::atomic<bool> inflow_done{false};
+  // Once switched: the stream's send window has been seen open (AwaitPeerWindow).
+  std::atomic<bool> window_seen{false};
 };
 
 // The provider a connection to `peer` (canonical address) would move to: shm if the peer is on
@@ -123,6 +125,14 @@ const std::string& FallbackReason(const SanSocket& s);
 // up, saying `why` (waiting, bounded, for a switch the peer's obliges). san_upgrade (not
 // `try_switch`): gives it up.
 void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why);
+
+// A nonblocking send on a socket that moved (on the stream now): the upper end switches first,
+// and its send window opens only with the lower end's WAKEUP, which comes at the lower end's next
+// call (the wake byte wakes one that sleeps). A kernel socket with an empty send queue takes a
+// nonblocking send at once, and programs count on it (sockperf took the EAGAIN as a message not
+// sent and waited for its reply forever): until the window has been seen open once, the send
+// waits for it, bounded (a few ms: a peer busy elsewhere gets the EAGAIN after all).
+void AwaitPeerWindow(SanSocket& s);
 
 // san_upgrade of a candidate: a move whose channel is made (both ends took part) is driven to
 // its end, bounded (5 s). True if the socket is kShm now; false otherwise (the caller gives the

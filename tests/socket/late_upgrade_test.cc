@@ -357,6 +357,55 @@ TEST(LateUpgrade, PeersWakeByteAloneIsNoReadiness) {
   san_close(lfd);
 }
 
+// A nonblocking send on an idle connection is taken at once by the kernel; it must be after the
+// move too. The upper end switches first and its window opens only with the lower end's WAKEUP,
+// at the lower end's next call: a send in between returned EAGAIN, which sockperf took for a
+// message not sent (and then waited forever for its reply).
+TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  const int c = Connect(port);
+  ASSERT_GE(c, 0);
+  const int a = san_accept(lfd, nullptr, nullptr);
+  ASSERT_GE(a, 0);
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  ASSERT_EQ(getsockname(c, reinterpret_cast<sockaddr*>(&local), &len), 0);
+  const bool client_upper = ntohs(local.sin_port) > port;
+  const int upper = client_upper ? c : a;
+  const int lower = client_upper ? a : c;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
+  for (int i = 0; i < 400 && ModeOf(upper) != SAN_MODE_SHM; ++i) {
+    char unused;
+    san_recv(upper, &unused, 1, MSG_DONTWAIT);
+    if (ModeOf(upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(ModeOf(upper), SAN_MODE_SHM);
+  // The lower end makes its next call 1 ms from now (a blocking read: it takes the wake byte,
+  // switches and sends its WAKEUP).
+  uint8_t got[64] = {};
+  bool read_ok = false;
+  std::thread reader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    read_ok = RecvAll(lower, got, sizeof got);
+  });
+  uint8_t out[64];
+  for (size_t k = 0; k < sizeof out; ++k) out[k] = Pattern(k);
+  errno = 0;
+  const ssize_t n = san_send(upper, out, sizeof out, MSG_DONTWAIT | MSG_NOSIGNAL);
+  const int err = errno;
+  if (n < 0) SendAll(upper, out, sizeof out);  // let the reader finish either way
+  reader.join();
+  EXPECT_EQ(n, static_cast<ssize_t>(sizeof out)) << "errno " << err;
+  EXPECT_TRUE(read_ok);
+  EXPECT_EQ(memcmp(got, out, sizeof out), 0);
+  EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
+  san_close(c);
+  san_close(a);
+  san_close(lfd);
+}
+
 // A peer that is not sanlib never opens its side: the connection stays kernel TCP, and nothing
 // waits for it.
 TEST(LateUpgrade, PlainPeerKeepsKernelTcp) {
