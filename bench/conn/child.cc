@@ -105,7 +105,9 @@ Ending Reap(Child* child, int timeout_ms) {
     kill(child->pid, SIGKILL);
     done = wait4(child->pid, &status, 0, &usage);
     ending.hung = true;
-    ending.how = "hung: killed after " + std::to_string(timeout_ms / 1000) + " s";
+    // A caller that gave up already reaps at once: the child was still running then.
+    ending.how = timeout_ms < 1000 ? std::string("still running, killed")
+                                   : "hung: killed after " + std::to_string(timeout_ms / 1000) + " s";
   } else if (WIFEXITED(status)) {
     ending.clean = WEXITSTATUS(status) == 0;
     ending.how = "exit " + std::to_string(WEXITSTATUS(status));

@@ -208,14 +208,18 @@ HoldResult RunHold(const Calls& calls, const HoldParams& params) {
   long count = -1;
   SideReport c, s;
   long slab_before = -1, slab_after = -1;
-  bool ok = ReadWithin(client.from_child, &ready, 1, 10000);
+  // The step that did not complete, for the failure (a child that hangs is killed afterwards).
+  const char* step = "client start";
+  int step_s = 10;
+  bool ok = ReadWithin(client.from_child, &ready, 1, step_s * 1000);
   if (ok) {
     slab_before = ReadSlabKib();
     ok = WriteAll(client.to_child, &ready, 1) &&
-         ReadWithin(client.from_child, &count, sizeof count, timeout_ms) &&
+         (step = "client's connections (count)", step_s = params.timeout_s,
+          ReadWithin(client.from_child, &count, sizeof count, timeout_ms)) &&
          WriteAll(server.to_child, &count, sizeof count) &&
-         ReadWithin(client.from_child, &c, sizeof c, timeout_ms) &&
-         ReadWithin(server.from_child, &s, sizeof s, timeout_ms);
+         (step = "client's report", ReadWithin(client.from_child, &c, sizeof c, timeout_ms)) &&
+         (step = "server's report", ReadWithin(server.from_child, &s, sizeof s, timeout_ms));
     slab_after = ReadSlabKib();
   }
   double client_close = 0, server_close = 0;
@@ -229,7 +233,8 @@ HoldResult RunHold(const Calls& calls, const HoldParams& params) {
   const Ending server_end = Reap(&server, ok ? 10000 : 1);
   if (!ok) {
     result.failed = true;
-    result.failure = "client " + client_end.how + ", server " + server_end.how;
+    result.failure = std::string("no ") + step + " within " + std::to_string(step_s) +
+                     " s: client " + client_end.how + ", server " + server_end.how;
     return result;
   }
   result.established = c.established < s.established ? c.established : s.established;

@@ -61,13 +61,14 @@ Status ConnectionThread::EnsureRunning() {
 Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr,
                                      std::unique_ptr<fabric::Listener> listener,
                                      uint32_t provider_caps, const proto::StreamParams& params,
-                                     bool late) {
+                                     bool late, int late_fd, uint64_t late_socket_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Status st = StartThreadLocked();
     if (!st.ok()) return st;
     served_.push_back(Served{listen_fd, late ? SocketId{} : IdentityOf(listen_fd), addr,
-                             std::move(listener), provider_caps, params, late});
+                             std::move(listener), provider_caps, params, late, late_fd,
+                             late_socket_id});
   }
   eventfd_write(control_.get(), 1);
   return Status::Ok();
@@ -196,16 +197,23 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const prot
   }
 }
 
+void ConnectionThread::InsertLateLocked(const LateDue& d) {
+  // Mostly appended (now + the same delay each time); a retry or a drive goes in its place.
+  auto at = late_.end();
+  while (at != late_.begin() && (at - 1)->due_ns > d.due_ns) --at;
+  late_.insert(at, d);
+}
+
 void ConnectionThread::ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns) {
-  bool was_empty;
+  bool first;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!running_) return;
-    was_empty = late_.empty();
-    late_.push_back(LateDue{fd, socket_id, due_ns});
+    InsertLateLocked(LateDue{fd, socket_id, due_ns});
+    first = late_.front().socket_id == socket_id && late_.front().due_ns == due_ns;
   }
-  // Asleep for longer than this one's delay only while there was none before.
-  if (was_empty) eventfd_write(control_.get(), 1);
+  // Asleep for longer than this one's delay only if it is the first due.
+  if (first) eventfd_write(control_.get(), 1);
 }
 
 void ConnectionThread::RunDueLateLocked(std::unique_lock<std::mutex>& lock) {
@@ -216,14 +224,27 @@ void ConnectionThread::RunDueLateLocked(std::unique_lock<std::mutex>& lock) {
   std::vector<LateDue> batch(late_.begin(), late_.begin() + static_cast<std::ptrdiff_t>(due));
   late_.erase(late_.begin(), late_.begin() + static_cast<std::ptrdiff_t>(due));
   lock.unlock();
+  std::vector<LateDue> again;
   {
     auto pin = table_.Pin();  // a close() deletes sockets only outside it
     for (const LateDue& d : batch) {
       SanSocket* s = table_.Find(d.fd);
-      if (s && s->id == d.socket_id && LatePending(*s)) OpenLateSide(*s);
+      if (!s || s->id != d.socket_id || !LatePending(*s)) continue;
+      if (d.drives == 0) {
+        OpenLateSide(*s);
+      } else if (DriveLateSide(*s) && d.drives > 1) {
+        again.push_back(LateDue{d.fd, d.socket_id, NowNs() + kDriveEveryNs, d.drives - 1});
+      }
     }
   }
   lock.lock();
+  for (const LateDue& d : again) InsertLateLocked(d);
+}
+
+size_t ConnectionThread::late_listener_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<size_t>(
+      std::count_if(served_.begin(), served_.end(), [](const Served& s) { return s.late; }));
 }
 
 size_t ConnectionThread::pending_count() {
@@ -473,8 +494,16 @@ void ConnectionThread::Settle(proto::Stream* s, Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [&](const Pending& p) { return p.stream.get() == s; });
-    // A late channel's WAKEUP is the socket's to send, when it switches (late_upgrade.h).
+    // A late channel's WAKEUP is the socket's to send, when it switches (late_upgrade.h); this
+    // thread drives that switch from now on (DriveLateSide).
     if (st.ok() && it != pending_.end() && !it->late) st = s->Start();
+    if (st.ok() && it != pending_.end() && it->late) {
+      for (const Served& v : served_) {
+        if (v.listen_fd == it->listen_fd && v.late_fd >= 0) {
+          InsertLateLocked(LateDue{v.late_fd, v.late_socket_id, NowNs(), kDriveTries});
+        }
+      }
+    }
     if (it != pending_.end()) {  // always: only this thread removes a settling entry
       it->settling = false;
       const bool served = std::any_of(served_.begin(), served_.end(), [&](const Served& v) {

@@ -57,9 +57,12 @@ class ConnectionThread {
   // `late`: a rendezvous private to one connection that runs on kernel TCP (late_upgrade.h),
   // `listen_fd` a token (< -1) rather than a socket: its channel is filed without a WAKEUP (the
   // socket sends it when it switches) and its request is not checked against the address.
+  // A late listener names its socket (`late_fd`, `late_socket_id`): once its peer's channel is
+  // made, this thread drives the socket's switch (late_upgrade.h DriveLateSide).
   Status AddListener(int listen_fd, const sockaddr_storage& addr,
                      std::unique_ptr<fabric::Listener> listener, uint32_t provider_caps,
-                     const proto::StreamParams& params, bool late = false);
+                     const proto::StreamParams& params, bool late = false, int late_fd = -1,
+                     uint64_t late_socket_id = 0);
   // Stops serving listen_fd. Its unclaimed channels stay claimable by other processes for
   // kOrphanGraceMs (another process may hold the listening socket and accept them: a prefork
   // server whose creator closes its copy), then are aborted.
@@ -84,6 +87,10 @@ class ConnectionThread {
   Result<std::unique_ptr<proto::Stream>> ClaimProved(const proto::FourTuple& tuple, int proof_fd);
   // Counts, for sanstat and tests.
   size_t pending_count();
+  // How many late upgrades' private listeners this thread serves now (late_upgrade.cc caps them:
+  // each is a socket in this thread's poll set, and thousands of connections due at once --
+  // a pool of idle ones -- made every loop scan them all).
+  size_t late_listener_count();
   // A late upgrade candidate (late_upgrade.h): at `due_ns` this thread opens its side if it is
   // the lower end, so that the move does not wait for the application's next call there.
   void ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns);
@@ -114,6 +121,8 @@ class ConnectionThread {
     uint32_t caps;
     proto::StreamParams params;
     bool late;
+    int late_fd = -1;  // a late listener's socket
+    uint64_t late_socket_id = 0;
   };
   struct Pending {
     int listen_fd;  // -1 once orphaned
@@ -160,8 +169,13 @@ class ConnectionThread {
     int fd;
     uint64_t socket_id;
     uint64_t due_ns;
+    uint32_t drives = 0;  // 0: open the lower end's side; else DriveLateSide, this many tries left
   };
-  std::vector<LateDue> late_;  // in due order (each is now + the same delay) (mu_)
+  std::vector<LateDue> late_;  // in due order (mu_)
+  void InsertLateLocked(const LateDue& d);
+  // How often, and how many times, a switch is driven once the peer came (DriveLateSide).
+  static constexpr uint64_t kDriveEveryNs = 1000000;
+  static constexpr uint32_t kDriveTries = 200;
   void RunDueLateLocked(std::unique_lock<std::mutex>& lock);
   UniqueFd control_;  // eventfd: the set of listeners changed, or stop
   pthread_t thread_{};

@@ -44,6 +44,8 @@ constexpr int kConnectWaitMs = 200;
 // the socket is nonblocking: once per connection, instead of an EAGAIN the program did not expect
 // after a readiness.
 constexpr uint64_t kAfterWakeNs = kMs / 2;
+// Private rendezvous open at once per process (lower ends): more wait their turn.
+constexpr size_t kMaxLateListeners = 64;
 // How long a nonblocking send right after the switch waits for the peer's WAKEUP (AwaitPeerWindow).
 constexpr uint64_t kPeerWindowWaitNs = 5 * kMs;
 // Once a connection has proved itself by its bytes, a blocking bulk send goes to the kernel in
@@ -253,6 +255,13 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         u.phase.store(LatePhase::kConnecting);
         return Advance(s, u);
       }
+      if (rt.connections().late_listener_count() >= kMaxLateListeners) {
+        // Enough moves in flight: this one waits its turn (the upper end's attempts meanwhile
+        // are refused at once and retried, late_upgrade.h).
+        u.next_ns = now + std::max<uint64_t>(uint64_t{rt.config().upgrade_delay_us} * 1000, kMs);
+        rt.connections().ScheduleLate(s.fd, s.id, u.next_ns);
+        return;
+      }
       const proto::StreamParams params = rt.StreamParamsFor(*u.provider);
       const sockaddr_in6 where = RendezvousOf(u);
       Result<std::unique_ptr<fabric::Listener>> l =
@@ -267,7 +276,8 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       // the phase that makes it look for the peer's count (PeerEnd), or it takes the byte for data.
       u.phase.store(LatePhase::kListening);
       Status st = rt.connections().AddListener(u.token, addr, std::move(l).value(),
-                                               u.provider->capabilities(), params, true);
+                                               u.provider->capabilities(), params, true,
+                                               s.fd.load(), s.id);
       if (!st.ok()) {
         u.token = 0;
         return FailLocked(s, u, "connection thread: " + st.ToString());
@@ -481,6 +491,17 @@ void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {
     }
     sched_yield();
   }
+}
+
+bool DriveLateSide(SanSocket& s) {
+  LateUpgrade& u = *s.late;
+  std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return true;  // a call of the application is taking a step
+  if (!u.roles_known || !u.lower) return false;
+  if (u.phase.load() == LatePhase::kListening) Advance(s, u);  // the half the peer made
+  if (u.phase.load() != LatePhase::kReady) return false;
+  TrySwitch(s, u);
+  return u.phase.load() == LatePhase::kReady;
 }
 
 void OpenLateSide(SanSocket& s) {

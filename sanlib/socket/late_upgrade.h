@@ -144,6 +144,15 @@ bool FinishLateUpgrade(SanSocket& s);
 // peer). Does nothing if another thread is taking a step.
 void OpenLateSide(SanSocket& s);
 
+// The connection thread's step once the upper end came to the lower end's private rendezvous:
+// the lower end takes its half and switches as soon as the upper end's WAKEUP is there, without
+// waiting for the application's next call on the socket. Until then the upper end, switched
+// already, has no send window: an application busy with other connections (a server echoing
+// them one by one while its peer sends on all before reading) would leave it blocked for good,
+// each end's send waiting for the other's switch (conn-bench hold, 10,000 connections, hung).
+// True while worth another look soon (the peer's WAKEUP has not come, or a step is running).
+bool DriveLateSide(SanSocket& s);
+
 // The data path's entry for a candidate (mode kTcp): advances the set-up if it is due, and
 // switches if it can. True if the socket is kShm now (the call goes to the stream).
 bool LateStep(SanSocket& s);
