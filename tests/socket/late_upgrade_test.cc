@@ -313,33 +313,49 @@ TEST(LateUpgrade, BlockedReaderIsWokenWhenThePeerMoves) {
   EXPECT_EQ(v.mode, SAN_MODE_SHM);
 }
 
+// A connection past the delay whose upper end (the greater port, both on 127.0.0.1) has moved:
+// its data calls reached the lower end's private rendezvous, and it switched first.
+struct MovedPair {
+  int lfd = -1, c = -1, a = -1;
+  int upper = -1, lower = -1;
+  ~MovedPair() {
+    for (int fd : {c, a, lfd}) {
+      if (fd >= 0) san_close(fd);
+    }
+  }
+};
+
+void MoveUpperEnd(MovedPair* m) {
+  uint16_t port = 0;
+  m->lfd = Listen(&port);
+  ASSERT_GE(m->lfd, 0);
+  m->c = Connect(port);
+  ASSERT_GE(m->c, 0);
+  m->a = san_accept(m->lfd, nullptr, nullptr);
+  ASSERT_GE(m->a, 0);
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  ASSERT_EQ(getsockname(m->c, reinterpret_cast<sockaddr*>(&local), &len), 0);
+  const bool client_upper = ntohs(local.sin_port) > port;
+  m->upper = client_upper ? m->c : m->a;
+  m->lower = client_upper ? m->a : m->c;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
+  for (int i = 0; i < 400 && ModeOf(m->upper) != SAN_MODE_SHM; ++i) {
+    char unused;
+    san_recv(m->upper, &unused, 1, MSG_DONTWAIT);
+    if (ModeOf(m->upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(ModeOf(m->upper), SAN_MODE_SHM);
+}
+
 // A program must never find nothing to read where poll said readable. The end that moves first
 // writes its wake byte on the TCP socket, which makes the other end's kernel socket readable: that
 // readiness belongs to the move, not to the program (wrk counted the EAGAIN that followed it as a
 // read error).
 TEST(LateUpgrade, PeersWakeByteAloneIsNoReadiness) {
-  uint16_t port = 0;
-  const int lfd = Listen(&port);
-  ASSERT_GE(lfd, 0);
-  const int c = Connect(port);
-  ASSERT_GE(c, 0);
-  const int a = san_accept(lfd, nullptr, nullptr);
-  ASSERT_GE(a, 0);
-  // The upper end (the greater port, both on 127.0.0.1) moves first.
-  sockaddr_in local{};
-  socklen_t len = sizeof local;
-  ASSERT_EQ(getsockname(c, reinterpret_cast<sockaddr*>(&local), &len), 0);
-  const bool client_upper = ntohs(local.sin_port) > port;
-  const int upper = client_upper ? c : a;
-  const int lower = client_upper ? a : c;
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
-  // The upper end's data calls reach the lower end's private rendezvous, and it switches.
-  for (int i = 0; i < 400 && ModeOf(upper) != SAN_MODE_SHM; ++i) {
-    char unused;
-    san_recv(upper, &unused, 1, MSG_DONTWAIT);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(ModeOf(upper), SAN_MODE_SHM);
+  MovedPair m;
+  ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m));
+  const int upper = m.upper, lower = m.lower;
   pollfd p{lower, POLLIN, 0};
   EXPECT_EQ(san_poll(&p, 1, 100), 0) << "revents 0x" << std::hex << p.revents;
   char got = 0;
@@ -352,9 +368,6 @@ TEST(LateUpgrade, PeersWakeByteAloneIsNoReadiness) {
   EXPECT_EQ(san_recv(lower, &got, 1, MSG_DONTWAIT), 1);
   EXPECT_EQ(got, 'z');
   EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
-  san_close(c);
-  san_close(a);
-  san_close(lfd);
 }
 
 // A nonblocking send on an idle connection is taken at once by the kernel; it must be after the
@@ -362,26 +375,9 @@ TEST(LateUpgrade, PeersWakeByteAloneIsNoReadiness) {
 // at the lower end's next call: a send in between returned EAGAIN, which sockperf took for a
 // message not sent (and then waited forever for its reply).
 TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
-  uint16_t port = 0;
-  const int lfd = Listen(&port);
-  ASSERT_GE(lfd, 0);
-  const int c = Connect(port);
-  ASSERT_GE(c, 0);
-  const int a = san_accept(lfd, nullptr, nullptr);
-  ASSERT_GE(a, 0);
-  sockaddr_in local{};
-  socklen_t len = sizeof local;
-  ASSERT_EQ(getsockname(c, reinterpret_cast<sockaddr*>(&local), &len), 0);
-  const bool client_upper = ntohs(local.sin_port) > port;
-  const int upper = client_upper ? c : a;
-  const int lower = client_upper ? a : c;
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
-  for (int i = 0; i < 400 && ModeOf(upper) != SAN_MODE_SHM; ++i) {
-    char unused;
-    san_recv(upper, &unused, 1, MSG_DONTWAIT);
-    if (ModeOf(upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(ModeOf(upper), SAN_MODE_SHM);
+  MovedPair m;
+  ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m));
+  const int upper = m.upper, lower = m.lower;
   // The lower end makes its next call 1 ms from now (a blocking read: it takes the wake byte,
   // switches and sends its WAKEUP).
   uint8_t got[64] = {};
@@ -401,9 +397,6 @@ TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
   EXPECT_TRUE(read_ok);
   EXPECT_EQ(memcmp(got, out, sizeof out), 0);
   EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
-  san_close(c);
-  san_close(a);
-  san_close(lfd);
 }
 
 // A peer that is not sanlib never opens its side: the connection stays kernel TCP, and nothing
