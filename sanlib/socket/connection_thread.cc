@@ -494,13 +494,14 @@ void ConnectionThread::Settle(proto::Stream* s, Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [&](const Pending& p) { return p.stream.get() == s; });
-    // A late channel's WAKEUP is the socket's to send, when it switches (late_upgrade.h); this
-    // thread drives that switch from now on (DriveLateSide).
+    // A late channel's WAKEUP is the socket's to send, when it switches (late_upgrade.h). If the
+    // application has not switched it kDriveAfterNs from now, this thread does (DriveLateSide).
     if (st.ok() && it != pending_.end() && !it->late) st = s->Start();
     if (st.ok() && it != pending_.end() && it->late) {
       for (const Served& v : served_) {
         if (v.listen_fd == it->listen_fd && v.late_fd >= 0) {
-          InsertLateLocked(LateDue{v.late_fd, v.late_socket_id, NowNs(), kDriveTries});
+          InsertLateLocked(LateDue{v.late_fd, v.late_socket_id, NowNs() + kDriveAfterNs,
+                                   kDriveTries});
         }
       }
     }
