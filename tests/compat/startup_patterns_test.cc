@@ -3,7 +3,7 @@
 // passed over SCM_RIGHTS, systemd socket activation, several acceptors at once, a re-exec keeping
 // the listener -- each a small C echo server (startup/*.c, plain POSIX sockets) run unmodified
 // under sanrun, and real programs in their default start-up (nginx `daemon on`, redis
-// `--daemonize yes`, memcached `-d -u nobody`, socat `fork`). Each case runs once with a SAN client (the C client or curl /
+// `--daemonize yes`, memcached `-d -u nobody`, iperf3 `-s -D`, socat `fork`). Each case runs once with a SAN client (the C client or curl /
 // redis-cli under sanrun) and once with a plain one, against a fresh server, and requires:
 //   - every byte echoed intact, no reset or refusal, nothing hung (every wait is bounded);
 //   - the mode at the end of each exchange: a SAN client's connection is shm on both ends, a plain
@@ -550,6 +550,53 @@ TEST_F(MemcachedDaemon, SamePeerUsersKeepsBothEndsOnTcpAndSaysWhy) {
   unsetenv("SAN_LOG");
   unsetenv("SAN_LOG_FILE");
 }
+
+// iperf3 as a daemon (`-s -D`, the way its Debian unit starts it): the server forks and the
+// parent exits. A 1 s test from a client under sanrun (or plain): the result must come back, the
+// data connection must move to shm on both ends for a SAN client (a second of bulk data is far
+// past SAN_UPGRADE_BYTES), and stay kernel TCP at the server's end for a plain one.
+class Iperf3Daemon : public StartupTest, public ::testing::WithParamInterface<ClientKind> {};
+
+TEST_P(Iperf3Daemon, OneSecondTestThroughTheDaemon) {
+  const ClientKind kind = GetParam();
+  if (!Installed("iperf3")) GTEST_SKIP() << "iperf3 is not installed";
+  const std::string pid_file = dir_ + "/iperf3.pid";
+  reaper_->AddSessionPidFile(pid_file);
+  Program& launcher = Start({"iperf3", "-s", "-D", "-B", "127.0.0.1", "-p", "{port}", "-I",
+                             pid_file, "--logfile", dir_ + "/iperf3.log"},
+                            true, "iperf3d");
+  ASSERT_EQ(launcher.Wait(10000), 0) << "iperf3 did not daemonise: " << Log("iperf3d");
+  ASSERT_TRUE(WaitFor([&] { return ListenerCount(port_) >= 1 && PidIn(pid_file) > 0; }, 10000));
+  const bool san = kind == ClientKind::kSan;
+  Program& client = Start({"iperf3", "-c", "127.0.0.1", "-p", "{port}", "-t", "1", "-J"}, san,
+                          "client");
+  EXPECT_EQ(client.Wait(30000), 0) << Log("client");
+  const std::string json = Log("client");
+  EXPECT_NE(json.find("\"sum_received\""), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"error\""), std::string::npos) << json;
+  const pid_t server = PidIn(pid_file);
+  ASSERT_GT(server, 1);
+  kill(server, SIGTERM);  // iperf3 exits on it and writes its SAN_REPORT line
+  EXPECT_TRUE(WaitGone(server, 5000)) << "iperf3 did not stop";
+  const Usage c = UsageOf(report_, "iperf3");  // both ends' lines: the daemon and the client
+  if (san) {
+    // The control connection and the data stream, at each end; at least the data stream moved.
+    // (The launcher leaves through daemon(3), whose parent ends in glibc's own _exit: no line.)
+    EXPECT_EQ(c.lines, 2u) << "the daemon's and the client's";
+    EXPECT_GE(c.shm_connections, 2u) << "the data stream did not move on both ends";
+  } else {
+    EXPECT_GE(c.tcp_connections, 2u) << "the daemon's end of the plain client's connections";
+    EXPECT_EQ(c.shm_connections, 0u);
+  }
+  if (HasFailure()) std::cerr << "---- iperf3.log\n" << Tail(ReadAll(dir_ + "/iperf3.log"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Daemon, Iperf3Daemon,
+                         ::testing::Values(ClientKind::kSan, ClientKind::kPlain),
+                         [](const ::testing::TestParamInfo<ClientKind>& info) {
+                           return std::string(info.param == ClientKind::kSan ? "SanClient"
+                                                                             : "PlainClient");
+                         });
 
 }  // namespace
 }  // namespace san::testing_support
