@@ -209,17 +209,22 @@ HoldResult RunHold(const Calls& calls, const HoldParams& params) {
   SideReport c, s;
   long slab_before = -1, slab_after = -1;
   // The step that did not complete, for the failure (a child that hangs is killed afterwards).
-  const char* step = "client start";
-  int step_s = 10;
-  bool ok = ReadWithin(client.from_child, &ready, 1, step_s * 1000);
+  const char* step = "";
+  int step_s = 0;
+  auto read_step = [&](const char* what, int fd, void* buf, size_t len, int within_s) {
+    step = what;
+    step_s = within_s;
+    return ReadWithin(fd, buf, len, within_s * 1000);
+  };
+  bool ok = read_step("client start", client.from_child, &ready, 1, 10);
   if (ok) {
     slab_before = ReadSlabKib();
     ok = WriteAll(client.to_child, &ready, 1) &&
-         (step = "client's connections (count)", step_s = params.timeout_s,
-          ReadWithin(client.from_child, &count, sizeof count, timeout_ms)) &&
+         read_step("client's connections (count)", client.from_child, &count, sizeof count,
+                   params.timeout_s) &&
          WriteAll(server.to_child, &count, sizeof count) &&
-         (step = "client's report", ReadWithin(client.from_child, &c, sizeof c, timeout_ms)) &&
-         (step = "server's report", ReadWithin(server.from_child, &s, sizeof s, timeout_ms));
+         read_step("client's report", client.from_child, &c, sizeof c, params.timeout_s) &&
+         read_step("server's report", server.from_child, &s, sizeof s, params.timeout_s);
     slab_after = ReadSlabKib();
   }
   double client_close = 0, server_close = 0;

@@ -9,7 +9,6 @@
 
 #include "common/config_file.h"
 #include "common/log.h"
-#include "common/peer_users.h"
 
 namespace san {
 namespace {
@@ -182,8 +181,8 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
   num("SAN_UPGRADE_BYTES", 0, 1u << 30, &c.upgrade_bytes);
   num("SAN_UPGRADE_CALLS", 0, 1u << 30, &c.upgrade_calls);
   if (const char* v = getenv_fn("SAN_PEER_USERS")) {
-    if (PeerUsers::Parse(v).ok()) {
-      c.peer_users = v;
+    if (Result<PeerUsers> p = PeerUsers::Parse(v); p.ok()) {
+      c.peer_users = std::move(p).value();
     } else {
       bad("SAN_PEER_USERS", v);
     }

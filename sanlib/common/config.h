@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/peer_users.h"
+
 namespace san {
 
 enum class ProviderChoice { kAuto, kShm, kVerbs, kOff };
@@ -53,9 +55,9 @@ struct Config {
   // A connection whose data calls (this end's sends and receives that moved bytes) reach this
   // count is moved before the delay: it has proved to be a chatty one (0: not by calls).
   uint32_t upgrade_calls = 64;
-  // SAN_PEER_USERS: which users' processes may be SAN peers (common/peer_users.h); checked when
-  // the runtime starts.
-  std::string peer_users = "any";
+  // SAN_PEER_USERS: which users' processes may be SAN peers (common/peer_users.h), parsed here
+  // once (a malformed value keeps the default, any).
+  PeerUsers peer_users;
   LogLevel log_level = LogLevel::kWarn;
   // SAN_LOG_FILE: where log lines go (common/log.h): "" = stderr unless fd 2 is a network socket
   // (then syslog), "stderr", "syslog", "none", or a file to append to.

@@ -197,11 +197,11 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const prot
   }
 }
 
-void ConnectionThread::InsertLateLocked(const LateDue& d) {
+bool ConnectionThread::InsertLateLocked(const LateDue& d) {
   // Mostly appended (now + the same delay each time); a retry or a drive goes in its place.
   auto at = late_.end();
   while (at != late_.begin() && (at - 1)->due_ns > d.due_ns) --at;
-  late_.insert(at, d);
+  return late_.insert(at, d) == late_.begin();
 }
 
 void ConnectionThread::ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns) {
@@ -209,8 +209,7 @@ void ConnectionThread::ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns)
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!running_) return;
-    InsertLateLocked(LateDue{fd, socket_id, due_ns});
-    first = late_.front().socket_id == socket_id && late_.front().due_ns == due_ns;
+    first = InsertLateLocked(LateDue{fd, socket_id, due_ns});
   }
   // Asleep for longer than this one's delay only if it is the first due.
   if (first) eventfd_write(control_.get(), 1);

@@ -172,7 +172,8 @@ class ConnectionThread {
     uint32_t drives = 0;  // 0: open the lower end's side; else DriveLateSide, this many tries left
   };
   std::vector<LateDue> late_;  // in due order (mu_)
-  void InsertLateLocked(const LateDue& d);
+  // Inserts in due order; true if it is the first due now.
+  bool InsertLateLocked(const LateDue& d);
   // When, how often and how many times a switch is driven once the peer came (DriveLateSide).
   // Not at once: an application that makes calls on the socket switches it itself within
   // microseconds, and with the thread switching such sockets too, wrk against nginx under sanrun

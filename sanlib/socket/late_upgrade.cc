@@ -14,7 +14,6 @@
 #include "common/fnv1a.h"
 #include "common/log.h"
 #include "common/peer_uid.h"
-#include "common/peer_users.h"
 #include "fabric/address.h"
 #include "socket/drive.h"
 #include "socket/iov_remainder.h"
@@ -105,12 +104,23 @@ Result<uint64_t> KernelBytesConsumed(int fd) {
       fd, SIOCINQ, [](const tcp_info& ti) { return ti.tcpi_bytes_received; }, -1);
 }
 
-// After the peer's wake byte alone woke a read: waits (bounded by kAfterWakeNs, yielding the CPU)
-// for the stream's first bytes, even on a nonblocking socket -- once per connection, rather than
-// an EAGAIN that a program reading once per readiness takes for an error (wrk does).
+// Waits, yielding the CPU, until the stream's readiness satisfies `ready` or `for_ns` passed;
+// true if it did.
+template <typename Ready>
+bool AwaitStream(SanSocket& s, uint64_t for_ns, Ready ready) {
+  const uint64_t until = NowNs() + for_ns;
+  for (;;) {
+    if (ready(s.stream->GetReadiness())) return true;
+    if (NowNs() >= until) return false;
+    sched_yield();
+  }
+}
+
+// After the peer's wake byte alone woke a read: waits (bounded by kAfterWakeNs) for the stream's
+// first bytes, even on a nonblocking socket -- once per connection, rather than an EAGAIN that a
+// program reading once per readiness takes for an error (wrk does).
 void AwaitFirstBytes(SanSocket& s) {
-  const uint64_t until = NowNs() + kAfterWakeNs;
-  while (!s.stream->GetReadiness().readable && NowNs() < until) sched_yield();
+  AwaitStream(s, kAfterWakeNs, [](const proto::Readiness& r) { return r.readable; });
 }
 
 }  // namespace
@@ -118,15 +128,9 @@ void AwaitFirstBytes(SanSocket& s) {
 void AwaitPeerWindow(SanSocket& s) {
   LateUpgrade& u = *s.late;
   if (u.window_seen.load(std::memory_order_relaxed)) return;
-  const uint64_t until = NowNs() + kPeerWindowWaitNs;
-  for (;;) {
-    const proto::Readiness r = s.stream->GetReadiness();
-    if (r.writable || r.error) {
-      u.window_seen.store(true, std::memory_order_relaxed);
-      return;
-    }
-    if (NowNs() >= until) return;
-    sched_yield();
+  if (AwaitStream(s, kPeerWindowWaitNs,
+                  [](const proto::Readiness& r) { return r.writable || r.error; })) {
+    u.window_seen.store(true, std::memory_order_relaxed);
   }
 }
 
@@ -186,14 +190,6 @@ uint64_t PartLimit(const LateUpgrade& u) {
   return carried < threshold ? threshold - carried : kPartBytes;
 }
 
-const PeerUsers& PeerPolicy() {
-  static const PeerUsers policy = [] {
-    Result<PeerUsers> p = PeerUsers::Parse(Runtime::Get().config().peer_users);
-    return p.ok() ? std::move(p).value() : PeerUsers();  // Config kept only a valid one
-  }();
-  return policy;
-}
-
 // Our end's address (roles known).
 const sockaddr_storage& OwnAddress(const LateUpgrade& u) {
   return u.lower ? u.tuple.server : u.tuple.client;
@@ -202,7 +198,7 @@ const sockaddr_storage& OwnAddress(const LateUpgrade& u) {
 // SAN_PEER_USERS (common/peer_users.h): may the peer's user be our SAN peer? Asks the kernel
 // who owns the peer's socket only when the policy restricts (the default costs nothing).
 bool PeerUserAllowed(const LateUpgrade& u, std::string* why) {
-  const PeerUsers& policy = PeerPolicy();
+  const PeerUsers& policy = Runtime::Get().config().peer_users;
   if (policy.allows_everyone()) return true;
   Result<uid_t> uid = LookupPeerUidHere(OwnAddress(u), u.peer);
   if (!uid.ok()) {

@@ -83,11 +83,11 @@ TEST(PeerUsers, ConfigKeepsOnlyAValidPolicy) {
   std::vector<std::string> errors;
   const FakeEnvironment same{{"SAN_PEER_USERS", "same"}};
   testing_support::UseFakeEnvironment(same);
-  EXPECT_EQ(Config::Parse(FakeGetenv, &errors).peer_users, "same");
+  EXPECT_EQ(Config::Parse(FakeGetenv, &errors).peer_users.text(), "same");
   EXPECT_TRUE(errors.empty());
   const FakeEnvironment bad{{"SAN_PEER_USERS", "daemon,,x"}};
   testing_support::UseFakeEnvironment(bad);
-  EXPECT_EQ(Config::Parse(FakeGetenv, &errors).peer_users, "any");
+  EXPECT_EQ(Config::Parse(FakeGetenv, &errors).peer_users.text(), "any");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("SAN_PEER_USERS"), std::string::npos) << errors[0];
   const FakeEnvironment none;

@@ -52,6 +52,13 @@ enum class ClientKind { kSan, kPlain };
 
 const char* KindName(ClientKind kind) { return kind == ClientKind::kSan ? "SAN" : "plain"; }
 
+// Case names of a suite over ClientKind: "San<what>" and "Plain<what>".
+auto NameByClientKind(const char* what) {
+  return [what](const ::testing::TestParamInfo<ClientKind>& info) {
+    return std::string(info.param == ClientKind::kSan ? "San" : "Plain") + what;
+  };
+}
+
 // The base of every case: a private directory (logs, pid files, SAN_REPORT), a free port, the
 // programs started, and the clean-up of all of them.
 class StartupTest : public ::testing::Test {
@@ -452,10 +459,7 @@ TEST_P(RedisDaemon, RedisCliSetGetPing) {
 
 INSTANTIATE_TEST_SUITE_P(Daemonize, RedisDaemon,
                          ::testing::Values(ClientKind::kSan, ClientKind::kPlain),
-                         [](const ::testing::TestParamInfo<ClientKind>& info) {
-                           return std::string(info.param == ClientKind::kSan ? "SanRedisCli"
-                                                                             : "PlainRedisCli");
-                         });
+                         NameByClientKind("RedisCli"));
 
 // memcached the way its Debian unit starts it, as root: `-d` (daemonise) and `-u nobody` (drop
 // privileges), so every connection joins two users (the client root, the server nobody). The
@@ -593,10 +597,7 @@ TEST_P(Iperf3Daemon, OneSecondTestThroughTheDaemon) {
 
 INSTANTIATE_TEST_SUITE_P(Daemon, Iperf3Daemon,
                          ::testing::Values(ClientKind::kSan, ClientKind::kPlain),
-                         [](const ::testing::TestParamInfo<ClientKind>& info) {
-                           return std::string(info.param == ClientKind::kSan ? "SanClient"
-                                                                             : "PlainClient");
-                         });
+                         NameByClientKind("Client"));
 
 }  // namespace
 }  // namespace san::testing_support
