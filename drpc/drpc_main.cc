@@ -7,14 +7,14 @@
 #include <fstream>
 #include <iterator>
 
-#include "client/commands.h"
-#include "client/fanout.h"
-#include "client/output.h"
-#include "core/cli_options.h"
-#include "core/hostfile.h"
-#include "core/token.h"
-#include "transport/channel.h"
-#include "transport/malloc_tuning.h"
+#include "drpc/client/commands.h"
+#include "drpc/client/fanout.h"
+#include "drpc/client/output.h"
+#include "drpc/core/cli_options.h"
+#include "drpc/core/hostfile.h"
+#include "drpc/core/token.h"
+#include "drpc/transport/channel.h"
+#include "drpc/transport/malloc_tuning.h"
 
 using namespace san::drpc;
 

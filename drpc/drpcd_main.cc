@@ -16,13 +16,13 @@
 #include <optional>
 #include <set>
 
-#include "core/command_policy.h"
-#include "core/target.h"
-#include "core/token.h"
-#include "node/node_service.h"
-#include "transport/acceptor.h"
-#include "transport/channel.h"
-#include "transport/malloc_tuning.h"
+#include "drpc/core/command_policy.h"
+#include "drpc/core/target.h"
+#include "drpc/core/token.h"
+#include "drpc/node/node_service.h"
+#include "drpc/transport/acceptor.h"
+#include "drpc/transport/channel.h"
+#include "drpc/transport/malloc_tuning.h"
 
 namespace po = boost::program_options;
 using namespace san::drpc;
@@ -156,11 +156,11 @@ int main(int argc, char** argv) {
   if (no_auth) {
     fprintf(stderr, "drpcd: warning: --no-auth: anybody who reaches this port may call it\n");
   }
-  std::unique_ptr<san::ftp::Jail> jail;
+  std::unique_ptr<san::files::Jail> jail;
   if (!root.empty()) {
-    san::Result<san::ftp::Jail> j = san::ftp::Jail::Open(root);
+    san::Result<san::files::Jail> j = san::files::Jail::Open(root);
     if (!j.ok()) return Fail("--root " + root + ": " + j.status().ToString());
-    jail = std::make_unique<san::ftp::Jail>(std::move(j).value());
+    jail = std::make_unique<san::files::Jail>(std::move(j).value());
   }
 
   // Signals: SIGPIPE ignored (a client gone mid-write is an error return, not death); SIGTERM and

@@ -6,10 +6,10 @@
 #include <cstring>
 
 #include "common/unique_fd.h"
-#include "interrupt.h"
-#include "modes.h"
-#include "report.h"
-#include "url.h"
+#include "ftp_client/interrupt.h"
+#include "ftp_client/modes.h"
+#include "ftp_client/report.h"
+#include "ftp_client/url.h"
 
 namespace san::ftp {
 namespace {

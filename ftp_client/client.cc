@@ -1,4 +1,4 @@
-#include "client.h"
+#include "ftp_client/client.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -11,7 +11,8 @@
 #include <cstring>
 #include <memory>
 
-#include "protocol/ascii.h"
+#include "files/write_all.h"
+#include "ftp/protocol/ascii.h"
 #include "san/san.h"
 
 namespace san::ftp {
@@ -37,17 +38,8 @@ HostPort WithPort(HostPort hp, uint16_t port) {
 }
 
 // All of p[0, n) to the local file; its error reported as kLocalFileCall.
-Status WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Status(errno, kLocalFileCall);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
+Status WriteLocal(int fd, const char* p, size_t n) {
+  return files::WriteAll(fd, p, n) ? Status::Ok() : Status(errno, kLocalFileCall);
 }
 
 }  // namespace
@@ -426,7 +418,7 @@ Status FtpClient::ReceiveBuffered(const Socket& data, int fd, bool ascii, Transf
       out = converted.data();
       out_len = converted.size();
     }
-    st = WriteAll(fd, out, out_len);
+    st = WriteLocal(fd, out, out_len);
     if (*got == 0) break;
     stats->bytes += *got;
     if (options_.progress) options_.progress(stats->bytes);

@@ -1,6 +1,6 @@
 // FtpClient: one FTP control connection and its data connections, as a client (RFC 959, 2428,
-// 3659), over SAN sockets (net/socket.h): accelerated against a sanlib server on this host, plain
-// TCP against any other server.
+// 3659), over SAN sockets (ftp/net/socket.h): accelerated against a sanlib server on this host,
+// plain TCP against any other server.
 //
 // Calls are synchronous and bounded by options.timeout_ms. After a greeting that lists AUTH SAN in
 // FEAT, the control connection is upgraded in band (san_upgrade) unless options say not to.
@@ -18,10 +18,10 @@
 #include <optional>
 #include <string>
 
-#include "net/line_reader.h"
-#include "net/socket.h"
-#include "owed_replies.h"
-#include "protocol/reply.h"
+#include "ftp/net/line_reader.h"
+#include "ftp/net/socket.h"
+#include "ftp/protocol/reply.h"
+#include "ftp_client/owed_replies.h"
 
 namespace san::ftp {
 

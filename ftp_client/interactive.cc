@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "common/unique_fd.h"
-#include "interrupt.h"
-#include "modes.h"
-#include "report.h"
+#include "ftp_client/interrupt.h"
+#include "ftp_client/modes.h"
+#include "ftp_client/report.h"
 
 namespace san::ftp {
 namespace {

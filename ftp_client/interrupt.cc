@@ -1,4 +1,4 @@
-#include "interrupt.h"
+#include "ftp_client/interrupt.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "modes.h"
+#include "ftp_client/modes.h"
 
 namespace san::ftp::interrupt {
 namespace {

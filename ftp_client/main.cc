@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <iostream>
 
-#include "interrupt.h"
-#include "modes.h"
-#include "net/socket.h"
+#include "ftp/net/socket.h"
+#include "ftp_client/interrupt.h"
+#include "ftp_client/modes.h"
 
 namespace po = boost::program_options;
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "client.h"
+#include "ftp_client/client.h"
 
 namespace san::ftp {
 

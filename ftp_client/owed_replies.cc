@@ -1,4 +1,4 @@
-#include "owed_replies.h"
+#include "ftp_client/owed_replies.h"
 
 namespace san::ftp {
 

@@ -13,7 +13,7 @@
 
 #include <string_view>
 
-#include "protocol/reply.h"
+#include "ftp/protocol/reply.h"
 
 namespace san::ftp {
 

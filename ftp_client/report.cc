@@ -1,4 +1,4 @@
-#include "report.h"
+#include "ftp_client/report.h"
 
 #include <unistd.h>
 
@@ -17,7 +17,8 @@ std::string FormatStats(const TransferStats& s) {
   const double secs = s.seconds > 0 ? s.seconds : 1e-9;
   char buf[128];
   snprintf(buf, sizeof buf, "%llu bytes in %.3f s (%.2f MB/s)",
-           static_cast<unsigned long long>(s.bytes), s.seconds, static_cast<double>(s.bytes) / secs / 1e6);
+           static_cast<unsigned long long>(s.bytes), s.seconds,
+           static_cast<double>(s.bytes) / secs / 1e6);
   return buf;
 }
 
@@ -41,7 +42,8 @@ void Progress::Update(uint64_t bytes) {
                                         static_cast<double>(total_));
     fprintf(out_, "\r[%-*.*s] %3d%% %.1f MB/s", width, filled > width ? width : filled,
             "########################################",
-            static_cast<int>(100.0 * static_cast<double>(bytes) / static_cast<double>(total_)), rate);
+            static_cast<int>(100.0 * static_cast<double>(bytes) / static_cast<double>(total_)),
+            rate);
   } else {
     fprintf(out_, "\r%llu bytes %.1f MB/s", static_cast<unsigned long long>(bytes), rate);
   }

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "client.h"
+#include "ftp_client/client.h"
 
 namespace san::ftp {
 

@@ -1,4 +1,4 @@
-#include "url.h"
+#include "ftp_client/url.h"
 
 namespace san::ftp {
 namespace {
@@ -36,12 +36,14 @@ std::optional<FtpUrl> ParseFtpUrl(std::string_view url) {
   constexpr std::string_view kScheme = "ftp://";
   if (url.size() < kScheme.size()) return std::nullopt;
   for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (static_cast<char>(tolower(static_cast<unsigned char>(url[i]))) != kScheme[i]) return std::nullopt;
+    if (static_cast<char>(tolower(static_cast<unsigned char>(url[i]))) != kScheme[i])
+      return std::nullopt;
   }
   url.remove_prefix(kScheme.size());
   const size_t slash = url.find('/');
   std::string_view authority = url.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? std::string_view() : url.substr(slash + 1);
+  std::string_view path =
+      slash == std::string_view::npos ? std::string_view() : url.substr(slash + 1);
   FtpUrl out;
   const size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {

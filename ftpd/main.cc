@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "auth/users.h"
-#include "net/socket.h"
-#include "server/config.h"
-#include "server/daemon.h"
-#include "server/session.h"
-#include "server/xferlog.h"
+#include "ftp/net/socket.h"
+#include "ftpd/auth/users.h"
+#include "ftpd/server/config.h"
+#include "ftpd/server/daemon.h"
+#include "ftpd/server/session.h"
+#include "ftpd/server/xferlog.h"
 
 int main(int argc, char** argv) {
   using namespace san::ftp;

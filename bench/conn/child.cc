@@ -76,18 +76,6 @@ bool ReadWithin(int fd, void* buf, size_t len, int timeout_ms) {
   return true;
 }
 
-bool WriteAll(int fd, const void* buf, size_t len) {
-  const char* p = static_cast<const char*>(buf);
-  while (len > 0) {
-    const ssize_t n = write(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 Ending Reap(Child* child, int timeout_ms) {
   Ending ending;
   if (child->pid <= 0) {
@@ -106,8 +94,9 @@ Ending Reap(Child* child, int timeout_ms) {
     done = wait4(child->pid, &status, 0, &usage);
     ending.hung = true;
     // A caller that gave up already reaps at once: the child was still running then.
-    ending.how = timeout_ms < 1000 ? std::string("still running, killed")
-                                   : "hung: killed after " + std::to_string(timeout_ms / 1000) + " s";
+    ending.how = timeout_ms < 1000
+                     ? std::string("still running, killed")
+                     : "hung: killed after " + std::to_string(timeout_ms / 1000) + " s";
   } else if (WIFEXITED(status)) {
     ending.clean = WEXITSTATUS(status) == 0;
     ending.how = "exit " + std::to_string(WEXITSTATUS(status));

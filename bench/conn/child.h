@@ -14,6 +14,8 @@
 #include <functional>
 #include <string>
 
+#include "files/write_all.h"
+
 namespace san::connbench {
 
 struct Child {
@@ -28,14 +30,14 @@ Child Spawn(const std::function<int(int to_parent, int from_parent)>& body);
 // Reads exactly len bytes within timeout_ms. False on timeout, EOF or error.
 bool ReadWithin(int fd, void* buf, size_t len, int timeout_ms);
 // Writes all of len bytes (pipes: never partial for our small structs, but looped anyway).
-bool WriteAll(int fd, const void* buf, size_t len);
+using files::WriteAll;
 
 // How a child ended.
 struct Ending {
-  bool hung = false;    // did not exit in time: SIGKILLed
-  bool clean = false;   // exited with status 0
-  std::string how;      // "exit 0", "exit 3", "signal 11", "killed after 20 s"
-  double cpu_us = 0;    // user + system of the child (all its threads)
+  bool hung = false;   // did not exit in time: SIGKILLed
+  bool clean = false;  // exited with status 0
+  std::string how;     // "exit 0", "exit 3", "signal 11", "killed after 20 s"
+  double cpu_us = 0;   // user + system of the child (all its threads)
 };
 // Waits for the child to exit within timeout_ms, else SIGKILLs it; closes its pipes.
 Ending Reap(Child* child, int timeout_ms);

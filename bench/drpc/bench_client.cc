@@ -11,11 +11,11 @@
 #include <iostream>
 #include <sstream>
 
-#include "client/commands.h"
-#include "client/data_transfer.h"
-#include "client/ping_caller.h"
-#include "core/target.h"
-#include "transport/channel.h"
+#include "drpc/client/commands.h"
+#include "drpc/client/data_transfer.h"
+#include "drpc/client/ping_caller.h"
+#include "drpc/core/target.h"
+#include "drpc/transport/channel.h"
 
 extern char** environ;
 

@@ -31,7 +31,7 @@
 
 #include "../shared/process_cpu.h"
 #include "bench_client.h"
-#include "transport/malloc_tuning.h"
+#include "drpc/transport/malloc_tuning.h"
 
 namespace po = boost::program_options;
 using namespace san::drpc;
@@ -71,8 +71,7 @@ bool SameFile(const std::string& a, const std::string& b) {
   while (x && y) {
     x.read(bx.data(), static_cast<std::streamsize>(bx.size()));
     y.read(by.data(), static_cast<std::streamsize>(by.size()));
-    if (x.gcount() != y.gcount() ||
-        !std::equal(bx.begin(), bx.begin() + x.gcount(), by.begin())) {
+    if (x.gcount() != y.gcount() || !std::equal(bx.begin(), bx.begin() + x.gcount(), by.begin())) {
       return false;
     }
   }
@@ -328,7 +327,8 @@ int main(int argc, char** argv) {
             continue;
           }
           if (!SameFile(local, pulled)) {
-            fprintf(stderr, "drpc-bench: pull over %s: the file pulled differs from the one pushed\n",
+            fprintf(stderr,
+                    "drpc-bench: pull over %s: the file pulled differs from the one pushed\n",
                     name.c_str());
             rc = 1;
             continue;

@@ -1,4 +1,4 @@
-#include "client/commands.h"
+#include "drpc/client/commands.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,14 +11,14 @@
 #include <cstring>
 #include <vector>
 
-#include "client/data_transfer.h"
-#include "client/part_file.h"
-#include "client/ping_caller.h"
 #include "common/unique_fd.h"
-#include "core/checksum.h"
-#include "core/token.h"
-#include "node/file_transfer.h"
-#include "transport/channel.h"
+#include "drpc/client/data_transfer.h"
+#include "drpc/client/part_file.h"
+#include "drpc/client/ping_caller.h"
+#include "drpc/core/checksum.h"
+#include "drpc/core/token.h"
+#include "drpc/proto/transfer.h"
+#include "drpc/transport/channel.h"
 
 namespace san::drpc {
 

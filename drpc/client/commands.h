@@ -11,11 +11,11 @@
 #include <memory>
 #include <string>
 
-#include "client/fanout.h"
-#include "client/file_push.h"
-#include "client/output.h"
-#include "core/cli_options.h"
-#include "proto/drpc_proto.h"
+#include "drpc/client/fanout.h"
+#include "drpc/client/file_push.h"
+#include "drpc/client/output.h"
+#include "drpc/core/cli_options.h"
+#include "drpc/proto/drpc_proto.h"
 
 namespace san::drpc {
 

@@ -1,4 +1,4 @@
-#include "client/data_transfer.h"
+#include "drpc/client/data_transfer.h"
 
 #include <sys/socket.h>
 
@@ -7,14 +7,14 @@
 #include <cstring>
 #include <memory>
 
-#include "client/commands.h"
-#include "client/file_push.h"
-#include "client/part_file.h"
 #include "common/unique_fd.h"
-#include "node/data_transfer.h"
+#include "drpc/client/commands.h"
+#include "drpc/client/file_push.h"
+#include "drpc/client/part_file.h"
+#include "drpc/proto/transfer.h"
+#include "drpc/transport/channel.h"
+#include "drpc/transport/data_stream.h"
 #include "san/san.h"
-#include "transport/channel.h"
-#include "transport/data_stream.h"
 
 namespace san::drpc {
 namespace {

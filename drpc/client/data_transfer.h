@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/target.h"
-#include "proto/drpc_proto.h"
+#include "drpc/core/target.h"
+#include "drpc/proto/drpc_proto.h"
 
 namespace san::drpc {
 

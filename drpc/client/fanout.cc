@@ -1,4 +1,4 @@
-#include "client/fanout.h"
+#include "drpc/client/fanout.h"
 
 #include <algorithm>
 #include <atomic>

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "core/target.h"
+#include "drpc/core/target.h"
 
 namespace san::drpc {
 
 struct HostResult {
-  std::string host;   // the target as written
+  std::string host;  // the target as written
   bool ok = false;
   std::string error;  // why not ok
   std::string json;   // the node's fields, ",\"k\":v" pairs (without braces), for --json

@@ -1,4 +1,4 @@
-#include "client/file_push.h"
+#include "drpc/client/file_push.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,11 +14,11 @@
 #include <cstring>
 #include <vector>
 
-#include "client/commands.h"
 #include "common/unique_fd.h"
-#include "core/checksum.h"
-#include "node/file_transfer.h"
-#include "proto/drpc_proto.h"
+#include "drpc/client/commands.h"
+#include "drpc/core/checksum.h"
+#include "drpc/proto/drpc_proto.h"
+#include "drpc/proto/transfer.h"
 
 namespace san::drpc {
 namespace {

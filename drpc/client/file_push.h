@@ -21,7 +21,7 @@
 #include <string>
 
 #include "common/unique_fd.h"
-#include "proto/drpc_proto.h"
+#include "drpc/proto/drpc_proto.h"
 
 namespace san::drpc {
 

@@ -1,4 +1,4 @@
-#include "client/output.h"
+#include "drpc/client/output.h"
 
 namespace san::drpc {
 

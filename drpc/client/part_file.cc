@@ -1,4 +1,4 @@
-#include "client/part_file.h"
+#include "drpc/client/part_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "client/ping_caller.h"
+#include "drpc/client/ping_caller.h"
 
 namespace san::drpc {
 

@@ -11,7 +11,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/completion_queue.h>
 
-#include "proto/drpc_proto.h"
+#include "drpc/proto/drpc_proto.h"
 
 namespace san::drpc {
 

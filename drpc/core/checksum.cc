@@ -1,4 +1,4 @@
-#include "core/checksum.h"
+#include "drpc/core/checksum.h"
 
 #include <array>
 #include <bit>

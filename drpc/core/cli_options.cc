@@ -1,4 +1,4 @@
-#include "core/cli_options.h"
+#include "drpc/core/cli_options.h"
 
 #include <boost/program_options.hpp>
 

@@ -1,4 +1,4 @@
-#include "core/command_policy.h"
+#include "drpc/core/command_policy.h"
 
 #include <fnmatch.h>
 

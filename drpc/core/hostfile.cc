@@ -1,4 +1,4 @@
-#include "core/hostfile.h"
+#include "drpc/core/hostfile.h"
 
 namespace san::drpc {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "core/target.h"
+#include "drpc/core/target.h"
 
 namespace san::drpc {
 

@@ -1,4 +1,4 @@
-#include "core/remote_path.h"
+#include "drpc/core/remote_path.h"
 
 #include <climits>
 

@@ -2,8 +2,9 @@
 //
 // Checked lexically before the kernel sees them: NUL bytes, ".." components, and names longer
 // than PATH_MAX are refused outright (a clear error, not a silently clamped path); "." and
-// repeated slashes fold away. The result is canonical ("/a/b"), the form ftpd's Jail opens with
-// openat2 RESOLVE_IN_ROOT, so a symlink inside the root cannot lead out of it either.
+// repeated slashes fold away. The result is canonical ("/a/b"), the form the file jail
+// (files/jail.h) opens with openat2 RESOLVE_IN_ROOT, so a symlink inside the root cannot lead
+// out of it either.
 // Pure string logic, outside input: unit-tested and fuzzed. Thread-safety: stateless.
 #pragma once
 

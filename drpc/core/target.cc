@@ -1,4 +1,4 @@
-#include "core/target.h"
+#include "drpc/core/target.h"
 
 #include <cctype>
 

@@ -1,4 +1,4 @@
-#include "core/token.h"
+#include "drpc/core/token.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

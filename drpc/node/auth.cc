@@ -1,6 +1,6 @@
-#include "node/auth.h"
+#include "drpc/node/auth.h"
 
-#include "core/token.h"
+#include "drpc/core/token.h"
 
 namespace san::drpc {
 

@@ -1,4 +1,4 @@
-#include "node/data_transfer.h"
+#include "drpc/node/data_transfer.h"
 
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -8,10 +8,10 @@
 #include <optional>
 
 #include "common/connection_errno.h"
-#include "node/node_file.h"
+#include "drpc/node/node_file.h"
+#include "drpc/transport/acceptor.h"
+#include "drpc/transport/data_stream.h"
 #include "san/san.h"
-#include "transport/acceptor.h"
-#include "transport/data_stream.h"
 
 namespace san::drpc {
 namespace {
@@ -104,7 +104,7 @@ Result<int> OpenDataConnection(const std::string& listen_host, const DataWait& c
 
 }  // namespace
 
-grpc::Status ServeTransfer(const san::ftp::Jail& jail, const std::string& listen_host,
+grpc::Status ServeTransfer(const san::files::Jail& jail, const std::string& listen_host,
                            grpc::ServerContext* context, const TransferRequest& request,
                            grpc::ServerWriter<TransferEvent>* writer) {
   DataWait call;

@@ -19,16 +19,16 @@
 
 #include <string>
 
-#include "fs/jail.h"
-#include "proto/drpc_proto.h"
+#include "drpc/proto/drpc_proto.h"
+#include "drpc/proto/transfer.h"
+#include "files/jail.h"
 
 namespace san::drpc {
 
-inline constexpr size_t kTicketBytes = 16;
 inline constexpr int kMaxWrongConnections = 8;
 
 // listen_host: the address the node's gRPC listener is bound to ("0.0.0.0", "127.0.0.1", ...).
-grpc::Status ServeTransfer(const san::ftp::Jail& jail, const std::string& listen_host,
+grpc::Status ServeTransfer(const san::files::Jail& jail, const std::string& listen_host,
                            grpc::ServerContext* context, const TransferRequest& request,
                            grpc::ServerWriter<TransferEvent>* writer);
 

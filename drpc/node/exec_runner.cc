@@ -1,4 +1,4 @@
-#include "node/exec_runner.h"
+#include "drpc/node/exec_runner.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -77,8 +77,8 @@ Result<ExecOutcome> RunCommand(const ExecSpec& spec, const OutputSink& sink,
   posix_spawnattr_setsigmask(&s.attr, &none);
   posix_spawnattr_setsigdefault(&s.attr, &all);  // the daemon ignores SIGPIPE; commands must not
   posix_spawnattr_setpgroup(&s.attr, 0);
-  posix_spawnattr_setflags(&s.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&s.attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
   std::vector<char*> argv;
   for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -99,8 +99,9 @@ Result<ExecOutcome> RunCommand(const ExecSpec& spec, const OutputSink& sink,
   err_w.reset();
 
   ExecOutcome outcome;
-  const Clock::time_point deadline =
-      spec.timeout_ms ? start + std::chrono::milliseconds(spec.timeout_ms) : Clock::time_point::max();
+  const Clock::time_point deadline = spec.timeout_ms
+                                         ? start + std::chrono::milliseconds(spec.timeout_ms)
+                                         : Clock::time_point::max();
   bool exited = false;
   int wait_status = 0;
   Clock::time_point drain_until = Clock::time_point::max();
@@ -128,7 +129,8 @@ Result<ExecOutcome> RunCommand(const ExecSpec& spec, const OutputSink& sink,
     if (exited && Clock::now() >= drain_until) break;
     // Wake up at least every 100 ms to look at the child, the cancel check and the clock.
     int64_t wait_ms = 100;
-    if (!exited && deadline != Clock::time_point::max()) wait_ms = std::min(wait_ms, MsUntil(deadline));
+    if (!exited && deadline != Clock::time_point::max())
+      wait_ms = std::min(wait_ms, MsUntil(deadline));
     if (exited) wait_ms = std::min(wait_ms, MsUntil(drain_until));
     if (wait_ms < 0) wait_ms = 0;
     pollfd fds[2];
@@ -153,7 +155,8 @@ Result<ExecOutcome> RunCommand(const ExecSpec& spec, const OutputSink& sink,
         continue;
       }
       outcome.output_bytes += static_cast<uint64_t>(got);
-      const OutputStream which = owners[i] == &out_r ? OutputStream::kStdout : OutputStream::kStderr;
+      const OutputStream which =
+          owners[i] == &out_r ? OutputStream::kStdout : OutputStream::kStderr;
       if (!sink(which, buffer, static_cast<size_t>(got))) {
         outcome.cancelled = true;
         kill_group();

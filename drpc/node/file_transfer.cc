@@ -1,4 +1,4 @@
-#include "node/file_transfer.h"
+#include "drpc/node/file_transfer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,27 +6,11 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "core/checksum.h"
+#include "drpc/core/checksum.h"
+#include "files/write_all.h"
 
 namespace san::drpc {
-namespace {
-
-bool WriteAll(int fd, const char* data, size_t len) {
-  while (len > 0) {
-    const ssize_t n = ::write(fd, data, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-}  // namespace
-
-grpc::Status ReceivePush(const san::ftp::Jail& jail, grpc::ServerContext* context,
+grpc::Status ReceivePush(const san::files::Jail& jail, grpc::ServerContext* context,
                          grpc::ServerReader<FileChunk>* reader, PushSummary* summary) {
   FileChunk chunk;
   if (!reader->Read(&chunk) || !chunk.has_header()) {
@@ -47,7 +31,7 @@ grpc::Status ReceivePush(const san::ftp::Jail& jail, grpc::ServerContext* contex
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "push: more bytes than the header announced");
     }
-    if (!WriteAll((*target)->fd(), data.data(), data.size())) {
+    if (!files::WriteAll((*target)->fd(), data.data(), data.size())) {
       return FromSanStatus(Status::FromErrno("write"));
     }
     sum.Update(data.data(), data.size());
@@ -67,7 +51,7 @@ grpc::Status ReceivePush(const san::ftp::Jail& jail, grpc::ServerContext* contex
   return grpc::Status::OK;
 }
 
-grpc::Status SendPull(const san::ftp::Jail& jail, grpc::ServerContext* context,
+grpc::Status SendPull(const san::files::Jail& jail, grpc::ServerContext* context,
                       const PullRequest& request, grpc::ServerWriter<FileChunk>* writer) {
   Result<PullSource> source = OpenPullSource(jail, request.path());
   if (!source.ok()) return FromSanStatus(source.status());

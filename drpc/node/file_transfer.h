@@ -11,18 +11,16 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
 
-#include "fs/jail.h"
-#include "node/node_file.h"
-#include "proto/drpc_proto.h"
+#include "drpc/node/node_file.h"
+#include "drpc/proto/drpc_proto.h"
+#include "drpc/proto/transfer.h"
+#include "files/jail.h"
 
 namespace san::drpc {
 
-inline constexpr size_t kFileChunkBytes = 256 * 1024;
-inline constexpr char kChecksumTrailer[] = "drpc-checksum";
-
-grpc::Status ReceivePush(const san::ftp::Jail& jail, grpc::ServerContext* context,
+grpc::Status ReceivePush(const san::files::Jail& jail, grpc::ServerContext* context,
                          grpc::ServerReader<FileChunk>* reader, PushSummary* summary);
-grpc::Status SendPull(const san::ftp::Jail& jail, grpc::ServerContext* context,
+grpc::Status SendPull(const san::files::Jail& jail, grpc::ServerContext* context,
                       const PullRequest& request, grpc::ServerWriter<FileChunk>* writer);
 
 }  // namespace san::drpc

@@ -1,4 +1,4 @@
-#include "node/node_file.h"
+#include "drpc/node/node_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <random>
 
-#include "core/remote_path.h"
+#include "drpc/core/remote_path.h"
 
 namespace san::drpc {
 namespace {
@@ -57,7 +57,7 @@ grpc::Status FromSanStatus(const Status& s) {
   return grpc::Status(code, s.ToString());
 }
 
-Result<std::unique_ptr<PushTarget>> PushTarget::Open(const san::ftp::Jail& jail,
+Result<std::unique_ptr<PushTarget>> PushTarget::Open(const san::files::Jail& jail,
                                                      const FileHeader& header) {
   Result<std::string> path = CanonicalRemotePath(header.path());
   if (!path.ok()) return path.status();
@@ -100,7 +100,7 @@ Status PushTarget::Commit() {
   return Status::Ok();
 }
 
-Result<PullSource> OpenPullSource(const san::ftp::Jail& jail, const std::string& path) {
+Result<PullSource> OpenPullSource(const san::files::Jail& jail, const std::string& path) {
   Result<std::string> canonical = CanonicalRemotePath(path);
   if (!canonical.ok()) return canonical.status();
   Result<UniqueFd> in = jail.OpenFile(*canonical, O_RDONLY | O_NOCTTY | O_NONBLOCK);

@@ -1,9 +1,9 @@
-#include "node/node_service.h"
+#include "drpc/node/node_service.h"
 
-#include "node/data_transfer.h"
-#include "node/file_transfer.h"
-#include "node/system_status.h"
-#include "transport/acceptor.h"
+#include "drpc/node/data_transfer.h"
+#include "drpc/node/file_transfer.h"
+#include "drpc/node/system_status.h"
+#include "drpc/transport/acceptor.h"
 
 namespace san::drpc {
 namespace {
@@ -39,7 +39,7 @@ void FillTask(const TaskSnapshot& s, TaskState* t) {
 
 }  // namespace
 
-NodeService::NodeService(NodeConfig config, Auth auth, std::unique_ptr<san::ftp::Jail> jail,
+NodeService::NodeService(NodeConfig config, Auth auth, std::unique_ptr<san::files::Jail> jail,
                          const Acceptor* acceptor)
     : config_(std::move(config)),
       auth_(std::move(auth)),

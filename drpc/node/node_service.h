@@ -10,13 +10,13 @@
 #include <memory>
 #include <string>
 
-#include "core/command_policy.h"
-#include "fs/jail.h"
-#include "node/auth.h"
-#include "node/exec_runner.h"
-#include "node/ping_server.h"
-#include "node/task_queue.h"
-#include "proto/drpc_proto.h"
+#include "drpc/core/command_policy.h"
+#include "drpc/node/auth.h"
+#include "drpc/node/exec_runner.h"
+#include "drpc/node/ping_server.h"
+#include "drpc/node/task_queue.h"
+#include "drpc/proto/drpc_proto.h"
+#include "files/jail.h"
 
 namespace san::drpc {
 
@@ -33,7 +33,7 @@ struct NodeConfig {
 // Ping is served on gRPC's asynchronous API by a PingServer (node/ping_server.h): see there why.
 class NodeService final : public AsyncPingService {
  public:
-  NodeService(NodeConfig config, Auth auth, std::unique_ptr<san::ftp::Jail> jail,
+  NodeService(NodeConfig config, Auth auth, std::unique_ptr<san::files::Jail> jail,
               const Acceptor* acceptor);
 
   grpc::Status Exec(grpc::ServerContext* context, const ExecRequest* request,
@@ -62,7 +62,7 @@ class NodeService final : public AsyncPingService {
 
   const NodeConfig config_;
   const Auth auth_;
-  const std::unique_ptr<san::ftp::Jail> jail_;  // null: no file root, Push/Pull refused
+  const std::unique_ptr<san::files::Jail> jail_;  // null: no file root, Push/Pull refused
   const Acceptor* const acceptor_;
   TaskQueue tasks_;
 };

@@ -1,4 +1,4 @@
-#include "node/ping_server.h"
+#include "drpc/node/ping_server.h"
 
 namespace san::drpc {
 namespace {

@@ -20,7 +20,7 @@
 #include <mutex>
 #include <thread>
 
-#include "proto/drpc_proto.h"
+#include "drpc/proto/drpc_proto.h"
 
 namespace san::drpc {
 

@@ -1,4 +1,4 @@
-#include "node/system_status.h"
+#include "drpc/node/system_status.h"
 
 #include <unistd.h>
 

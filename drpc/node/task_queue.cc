@@ -1,4 +1,4 @@
-#include "node/task_queue.h"
+#include "drpc/node/task_queue.h"
 
 #include <chrono>
 
@@ -61,8 +61,8 @@ void TaskQueue::Worker() {
       output.append(data, len);
       if (output.size() > 2 * kOutputKeep) output.erase(0, output.size() - kOutputKeep);
       std::lock_guard<std::mutex> l(mu_);
-      t->state.output = output.size() > kOutputKeep ? output.substr(output.size() - kOutputKeep)
-                                                    : output;
+      t->state.output =
+          output.size() > kOutputKeep ? output.substr(output.size() - kOutputKeep) : output;
       return true;
     };
     auto cancelled = [&] {
@@ -93,7 +93,8 @@ Result<TaskSnapshot> TaskQueue::Wait(uint64_t id, uint32_t wait_ms) {
   if (it == tasks_.end()) return Status(ENOENT, "wait: no such task");
   std::shared_ptr<Task> t = it->second;
   done_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] {
-    return stopping_ || t->state.phase == TaskPhase::kDone || t->state.phase == TaskPhase::kCancelled;
+    return stopping_ || t->state.phase == TaskPhase::kDone ||
+           t->state.phase == TaskPhase::kCancelled;
   });
   return t->state;
 }

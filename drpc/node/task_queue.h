@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "node/exec_runner.h"
+#include "drpc/node/exec_runner.h"
 
 namespace san::drpc {
 
@@ -29,9 +29,9 @@ struct TaskSnapshot {
   uint64_t id = 0;
   TaskPhase phase = TaskPhase::kQueued;
   bool started = false;
-  ExecOutcome outcome;      // meaningful once started and no longer running
-  std::string error;        // the spawn failed: why (phase kDone)
-  std::string output;       // the last kOutputKeep bytes
+  ExecOutcome outcome;  // meaningful once started and no longer running
+  std::string error;    // the spawn failed: why (phase kDone)
+  std::string output;   // the last kOutputKeep bytes
 };
 
 class TaskQueue {
@@ -61,8 +61,8 @@ class TaskQueue {
   void FinishLocked(uint64_t id);
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;   // a task was queued, or stopping
-  std::condition_variable done_cv_;   // a task changed phase
+  std::condition_variable work_cv_;  // a task was queued, or stopping
+  std::condition_variable done_cv_;  // a task changed phase
   std::map<uint64_t, std::shared_ptr<Task>> tasks_;
   std::deque<uint64_t> queue_;
   std::deque<uint64_t> finished_;

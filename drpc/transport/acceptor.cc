@@ -1,4 +1,4 @@
-#include "transport/acceptor.h"
+#include "drpc/transport/acceptor.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 
 #include "common/log.h"
 #include "common/peer_uid.h"
+#include "drpc/transport/channel.h"
 #include "san/san.h"
-#include "transport/channel.h"
 
 namespace san::drpc {
 namespace {

@@ -1,4 +1,4 @@
-#include "transport/channel.h"
+#include "drpc/transport/channel.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "core/target.h"
+#include "drpc/core/target.h"
 
 namespace san::drpc {
 

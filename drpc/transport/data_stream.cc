@@ -1,4 +1,4 @@
-#include "transport/data_stream.h"
+#include "drpc/transport/data_stream.h"
 
 #include <poll.h>
 #include <sys/socket.h>

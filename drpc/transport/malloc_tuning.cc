@@ -1,4 +1,4 @@
-#include "transport/malloc_tuning.h"
+#include "drpc/transport/malloc_tuning.h"
 
 #include <malloc.h>
 

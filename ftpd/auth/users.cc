@@ -1,4 +1,4 @@
-#include "auth/users.h"
+#include "ftpd/auth/users.h"
 
 #include <crypt.h>
 
@@ -13,7 +13,8 @@ namespace {
 
 // A valid hash nobody's password matches: makes an unknown user cost a real crypt.
 constexpr const char* kDummyHash =
-    "$6$q2uR5JcKx0pZ$5PcBi8pj7yZ5W8mXh4gD6kJ1oLq6B0nU3TtQ1oA8x9mHq0eYyH1s2WmVd3rT0kR9gqYf7zqk3iG2b0e8/FpUu.";
+    "$6$q2uR5JcKx0pZ$"
+    "5PcBi8pj7yZ5W8mXh4gD6kJ1oLq6B0nU3TtQ1oA8x9mHq0eYyH1s2WmVd3rT0kR9gqYf7zqk3iG2b0e8/FpUu.";
 
 bool ConstantTimeEqual(const char* a, const char* b) {
   const size_t la = strlen(a), lb = strlen(b);

@@ -1,4 +1,4 @@
-#include "fs/listing.h"
+#include "ftpd/fs/listing.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -35,7 +35,8 @@ std::string ModeString(mode_t m) {
 
 }  // namespace
 
-Result<std::vector<DirEntry>> ReadDirectory(const Jail& jail, const std::string& vpath, bool all) {
+Result<std::vector<DirEntry>> ReadDirectory(const files::Jail& jail, const std::string& vpath,
+                                            bool all) {
   Result<UniqueFd> fd = jail.OpenFile(vpath, O_RDONLY | O_DIRECTORY);
   if (!fd.ok()) return fd.status();
   const int dfd = fd->release();
@@ -60,7 +61,8 @@ Result<std::vector<DirEntry>> ReadDirectory(const Jail& jail, const std::string&
     out.push_back(std::move(e));
   }
   closedir(dir);
-  std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
   return out;
 }
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "fs/jail.h"
+#include "files/jail.h"
 
 namespace san::ftp {
 
@@ -26,7 +26,8 @@ struct DirEntry {
 
 // The entries of the directory vpath (not "." or ".."), sorted by name; hidden (dot) names only
 // when all is set.
-Result<std::vector<DirEntry>> ReadDirectory(const Jail& jail, const std::string& vpath, bool all);
+Result<std::vector<DirEntry>> ReadDirectory(const files::Jail& jail, const std::string& vpath,
+                                            bool all);
 
 // "-rw-r--r--   1 1000     1000         1234 Nov 23 01:14 name" (recent files show the time,
 // older than six months the year, as ls does). now: the reference time.

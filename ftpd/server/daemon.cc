@@ -1,10 +1,10 @@
-#include "server/daemon.h"
+#include "ftpd/server/daemon.h"
 
 #include <arpa/inet.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,8 +14,8 @@
 #include <string>
 
 #include "common/unique_fd.h"
-#include "protocol/address.h"
-#include "protocol/reply.h"
+#include "ftp/protocol/address.h"
+#include "ftp/protocol/reply.h"
 
 namespace san::ftp {
 namespace {

@@ -9,7 +9,7 @@
 // SIGTERM/SIGINT stop the daemon and its sessions. Thread-safety: single-threaded.
 #pragma once
 
-#include "server/config.h"
+#include "ftpd/server/config.h"
 
 namespace san::ftp {
 

@@ -1,4 +1,4 @@
-#include "server/session.h"
+#include "ftpd/server/session.h"
 
 #include <grp.h>
 #include <pwd.h>
@@ -8,7 +8,7 @@
 #include <ctime>
 #include <thread>
 
-#include "protocol/reply.h"
+#include "ftp/protocol/reply.h"
 #include "san/san.h"
 
 namespace san::ftp {
@@ -86,8 +86,8 @@ void Session::Dispatch(const Command& cmd) {
     return;
   }
   static constexpr std::initializer_list<const char*> kNeedArg = {
-      "CWD", "XCWD", "MKD", "XMKD", "RMD", "XRMD", "DELE", "RNFR", "RNTO", "RETR", "STOR", "APPE",
-      "SIZE", "MDTM", "PORT", "EPRT", "REST", "TYPE", "MODE", "STRU", "SITE"};
+      "CWD",  "XCWD", "MKD",  "XMKD", "RMD",  "XRMD", "DELE", "RNFR", "RNTO", "RETR", "STOR",
+      "APPE", "SIZE", "MDTM", "PORT", "EPRT", "REST", "TYPE", "MODE", "STRU", "SITE"};
   if (!cmd.has_arg && IsOneOf(v, kNeedArg)) {
     Reply(501, "Syntax error in parameters or arguments.");
     return;
@@ -249,7 +249,7 @@ void Session::DoPass(const Command& cmd) {
     }
   }
   if (ok) {
-    Result<Jail> jail = Jail::Open(root);
+    Result<files::Jail> jail = files::Jail::Open(root);
     if (!jail.ok()) {
       Reply(421, "Home directory unavailable; closing.");
       quit_ = true;

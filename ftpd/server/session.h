@@ -4,7 +4,7 @@
 // to kAwaitUser after a delay, and the connection closes after max-login-failures. RNFR arms a
 // rename that only the next command (RNTO) may use; REST arms an offset for the next transfer;
 // PASV/EPSV/PORT/EPRT arm the data connection for the next transfer or listing. Every file-system
-// access goes through the session's Jail. Data connections are SAN sockets (net/socket.h); a
+// access goes through the session's Jail. Data connections are SAN sockets (ftp/net/socket.h); a
 // transfer's 226 reply names its data path ("shm" when accelerated, "tcp (...)" otherwise).
 // While a transfer runs the control connection is watched for ABOR and STAT; other commands sent
 // meanwhile are queued and answered afterwards, in order.
@@ -19,14 +19,14 @@
 #include <string>
 #include <utility>
 
-#include "auth/users.h"
-#include "fs/jail.h"
-#include "net/line_reader.h"
-#include "net/socket.h"
-#include "protocol/address.h"
-#include "protocol/command.h"
-#include "server/config.h"
-#include "server/xferlog.h"
+#include "files/jail.h"
+#include "ftp/net/line_reader.h"
+#include "ftp/net/socket.h"
+#include "ftp/protocol/address.h"
+#include "ftp/protocol/command.h"
+#include "ftpd/auth/users.h"
+#include "ftpd/server/config.h"
+#include "ftpd/server/xferlog.h"
 
 namespace san::ftp {
 
@@ -114,7 +114,7 @@ class Session {
   bool anonymous_ = false;
   bool writable_ = false;
   int failed_logins_ = 0;
-  std::optional<Jail> jail_;
+  std::optional<files::Jail> jail_;
   bool chrooted_ = false;  // the process root is the session root (EnterChroot)
   std::optional<std::pair<uid_t, gid_t>> run_as_ids_;  // the session user, looked up before chroot
   std::string cwd_ = "/";

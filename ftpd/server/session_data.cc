@@ -20,10 +20,11 @@
 #include <memory>
 #include <optional>
 
-#include "fs/virtual_path.h"
-#include "protocol/ascii.h"
-#include "protocol/reply.h"
-#include "server/session.h"
+#include "files/virtual_path.h"
+#include "files/write_all.h"
+#include "ftp/protocol/ascii.h"
+#include "ftp/protocol/reply.h"
+#include "ftpd/server/session.h"
 
 namespace san::ftp {
 namespace {
@@ -45,19 +46,6 @@ std::string PlainHost(const HostPort& hp) {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-bool WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 }  // namespace
@@ -376,7 +364,7 @@ Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint6
         in = converted.data();
         in_len = converted.size();
       }
-      if (!WriteAll(file_fd, in, in_len)) {
+      if (!files::WriteAll(file_fd, in, in_len)) {
         end = TransferEnd::kFileError;
         break;
       }
@@ -395,7 +383,8 @@ Session::TransferEnd Session::ReceiveInto(int file_fd, const Socket& data, uint6
   if (!binary_ && end == TransferEnd::kOk) {
     converted.clear();
     ascii.Finish(&converted);
-    if (!WriteAll(file_fd, converted.data(), converted.size())) end = TransferEnd::kFileError;
+    if (!files::WriteAll(file_fd, converted.data(), converted.size()))
+      end = TransferEnd::kFileError;
   }
   in_transfer_ = false;
   return end;
@@ -475,7 +464,7 @@ void Session::DoRetr(const Command& cmd) {
   Result<Socket> data = OpenData();
   if (!data.ok()) return;
   Reply(150, std::string("Opening ") + (binary_ ? "BINARY" : "ASCII") +
-                 " mode data connection for " + BaseName(*p) + " (" +
+                 " mode data connection for " + files::BaseName(*p) + " (" +
                  std::to_string(st.st_size - static_cast<off_t>(offset)) + " bytes).");
   const auto start = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
@@ -571,7 +560,7 @@ void Session::DoStore(const Command& cmd, char kind) {
   }
   file.reset();
   const std::string final_vpath =
-      kind == 'U' ? DirName(*p) + (DirName(*p) == "/" ? "" : "/") + write_name : *p;
+      kind == 'U' ? files::DirName(*p) + (files::DirName(*p) == "/" ? "" : "/") + write_name : *p;
   if (!temp_name.empty()) {
     if (end == TransferEnd::kOk) {
       if (renameat(dir->get(), temp_name.c_str(), dir->get(), name.c_str()) != 0) {

@@ -5,9 +5,9 @@
 
 #include <ctime>
 
-#include "fs/listing.h"
-#include "fs/virtual_path.h"
-#include "server/session.h"
+#include "files/virtual_path.h"
+#include "ftpd/fs/listing.h"
+#include "ftpd/server/session.h"
 
 namespace san::ftp {
 namespace {
@@ -26,7 +26,7 @@ std::string Quote(const std::string& path) {
 }  // namespace
 
 std::optional<std::string> Session::Resolve(const std::string& arg) {
-  std::optional<std::string> p = ResolveVirtual(cwd_, arg);
+  std::optional<std::string> p = files::ResolveVirtual(cwd_, arg);
   if (!p) Reply(553, "File name not allowed.");
   return p;
 }
@@ -198,16 +198,16 @@ Result<std::string> Session::BuildListing(const std::string& raw_arg, char kind,
     if (opts.find('a') != std::string::npos) all = true;
     arg = sp == std::string::npos ? std::string() : arg.substr(sp + 1);
   }
-  std::optional<std::string> p = ResolveVirtual(cwd_, arg.empty() ? std::string(".") : arg);
+  std::optional<std::string> p = files::ResolveVirtual(cwd_, arg.empty() ? std::string(".") : arg);
   if (!p) return Status(EINVAL, "path");
   Result<struct stat> st = jail_->Stat(*p);
   std::vector<DirEntry> entries;
   std::string prefix;  // what the client typed before the pattern ("d/" for "d/*.txt")
-  const std::string base = BaseName(*p);
+  const std::string base = files::BaseName(*p);
   if (!st.ok() && kind != 'M' && base.find_first_of("*?[") != std::string::npos) {
     // A wildcard in the last component (mget's "NLST *.txt"): match the parent's entries, as a
     // shell would (no dot files unless the pattern starts with a dot).
-    Result<std::vector<DirEntry>> read = ReadDirectory(*jail_, DirName(*p), true);
+    Result<std::vector<DirEntry>> read = ReadDirectory(*jail_, files::DirName(*p), true);
     if (!read.ok()) return read.status();
     for (DirEntry& e : *read) {
       if (fnmatch(base.c_str(), e.name.c_str(), FNM_PERIOD) == 0) entries.push_back(std::move(e));
@@ -230,7 +230,7 @@ Result<std::string> Session::BuildListing(const std::string& raw_arg, char kind,
   } else {
     if (kind == 'M') return Status(ENOTDIR, "MLSD");
     DirEntry e;
-    e.name = arg.empty() ? BaseName(*p) : arg;
+    e.name = arg.empty() ? files::BaseName(*p) : arg;
     if (Result<struct stat> l = jail_->Lstat(*p); l.ok()) e.st = l.value();
     entries.push_back(std::move(e));
   }

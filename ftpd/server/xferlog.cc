@@ -1,4 +1,4 @@
-#include "server/xferlog.h"
+#include "ftpd/server/xferlog.h"
 
 #include <fcntl.h>
 #include <unistd.h>

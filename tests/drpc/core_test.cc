@@ -6,14 +6,14 @@
 #include <random>
 #include <vector>
 
-#include "client/output.h"
-#include "core/checksum.h"
-#include "core/cli_options.h"
-#include "core/command_policy.h"
-#include "core/hostfile.h"
-#include "core/remote_path.h"
-#include "core/target.h"
-#include "core/token.h"
+#include "drpc/client/output.h"
+#include "drpc/core/checksum.h"
+#include "drpc/core/cli_options.h"
+#include "drpc/core/command_policy.h"
+#include "drpc/core/hostfile.h"
+#include "drpc/core/remote_path.h"
+#include "drpc/core/target.h"
+#include "drpc/core/token.h"
 #include "process.h"
 
 namespace san::drpc {

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "client/commands.h"
-#include "node/data_transfer.h"
+#include "drpc/client/commands.h"
+#include "drpc/node/data_transfer.h"
+#include "drpc/transport/channel.h"
+#include "drpc/transport/data_stream.h"
 #include "process.h"
 #include "san/san.h"
-#include "transport/channel.h"
-#include "transport/data_stream.h"
 
 namespace san::drpc::testing {
 namespace {

@@ -1,12 +1,12 @@
 // The node's command runner and task queue, with real processes (/bin/sh), no gRPC.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <atomic>
 #include <chrono>
-#include <signal.h>
 
-#include "node/exec_runner.h"
-#include "node/task_queue.h"
+#include "drpc/node/exec_runner.h"
+#include "drpc/node/task_queue.h"
 
 namespace san::drpc {
 namespace {
@@ -83,15 +83,15 @@ TEST(DrpcExecRunner, SinkRefusalAndCancelStopIt) {
   spec.argv = {"/bin/sh", "-c", "while :; do echo y; done"};
   spec.timeout_ms = 20000;
   int calls = 0;
-  Result<ExecOutcome> r = RunCommand(spec, [&](OutputStream, const char*, size_t) { return ++calls < 3; },
-                                     nullptr);
+  Result<ExecOutcome> r = RunCommand(
+      spec, [&](OutputStream, const char*, size_t) { return ++calls < 3; }, nullptr);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->cancelled);
   EXPECT_EQ(calls, 3);
   std::atomic<int> ticks{0};
   spec.argv = {"/bin/sleep", "30"};
-  r = RunCommand(spec, [](OutputStream, const char*, size_t) { return true; },
-                 [&] { return ++ticks > 2; });
+  r = RunCommand(
+      spec, [](OutputStream, const char*, size_t) { return true; }, [&] { return ++ticks > 2; });
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->cancelled);
 }
@@ -99,13 +99,16 @@ TEST(DrpcExecRunner, SinkRefusalAndCancelStopIt) {
 TEST(DrpcExecRunner, SpawnErrors) {
   ExecSpec spec;
   spec.argv = {"/nonexistent/drpc-no-such-command"};
-  Result<ExecOutcome> r = RunCommand(spec, [](OutputStream, const char*, size_t) { return true; }, nullptr);
+  Result<ExecOutcome> r = RunCommand(
+      spec, [](OutputStream, const char*, size_t) { return true; }, nullptr);
   EXPECT_EQ(r.status().code(), ENOENT);
   spec.argv = {};
   EXPECT_EQ(RunCommand(spec, nullptr, nullptr).status().code(), EINVAL);
   spec.argv = {"/bin/true"};
   spec.cwd = "/nonexistent-dir-for-drpc";
-  EXPECT_FALSE(RunCommand(spec, [](OutputStream, const char*, size_t) { return true; }, nullptr).ok());
+  EXPECT_FALSE(RunCommand(
+                   spec, [](OutputStream, const char*, size_t) { return true; }, nullptr)
+                   .ok());
 }
 
 ExecSpec Sh(const std::string& script) {

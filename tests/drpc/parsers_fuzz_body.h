@@ -9,12 +9,12 @@
 #include <string_view>
 #include <vector>
 
-#include "core/cli_options.h"
-#include "core/command_policy.h"
-#include "core/hostfile.h"
-#include "core/remote_path.h"
-#include "core/target.h"
-#include "core/token.h"
+#include "drpc/core/cli_options.h"
+#include "drpc/core/command_policy.h"
+#include "drpc/core/hostfile.h"
+#include "drpc/core/remote_path.h"
+#include "drpc/core/target.h"
+#include "drpc/core/token.h"
 
 namespace san::drpc {
 

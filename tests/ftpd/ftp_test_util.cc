@@ -21,8 +21,8 @@
 #include <sstream>
 #include <thread>
 
-#include "auth/users.h"
-#include "protocol/address.h"
+#include "ftp/protocol/address.h"
+#include "ftpd/auth/users.h"
 
 namespace san::ftp::testing {
 

@@ -9,14 +9,14 @@
 #include <string>
 #include <string_view>
 
-#include "auth/users.h"
-#include "fs/virtual_path.h"
-#include "protocol/address.h"
-#include "protocol/ascii.h"
-#include "protocol/command.h"
-#include "owed_replies.h"
-#include "protocol/reply.h"
-#include "url.h"
+#include "files/virtual_path.h"
+#include "ftp/protocol/address.h"
+#include "ftp/protocol/ascii.h"
+#include "ftp/protocol/command.h"
+#include "ftp/protocol/reply.h"
+#include "ftp_client/owed_replies.h"
+#include "ftp_client/url.h"
+#include "ftpd/auth/users.h"
 
 namespace san::ftp::fuzz {
 
@@ -54,12 +54,13 @@ inline void OneInput(const uint8_t* data, size_t size) {
   (void)ParsePasvReply(in);
   if (auto off = ParseOffset(in)) Require(std::to_string(*off).size() <= in.size());
 
-  if (auto v = ResolveVirtual("/a/b", in)) {
+  if (auto v = files::ResolveVirtual("/a/b", in)) {
     Require(!v->empty() && (*v)[0] == '/');
     Require(v->find("//") == std::string::npos);
     Require(v->find("/../") == std::string::npos && v->find("/./") == std::string::npos);
-    Require(*v == "/" || (v->back() != '/' && BaseName(*v) != ".." && BaseName(*v) != "."));
-    Require(ResolveVirtual("/", *v) == v);  // canonical: resolving again changes nothing
+    const std::string base = files::BaseName(*v);
+    Require(*v == "/" || (v->back() != '/' && base != ".." && base != "."));
+    Require(files::ResolveVirtual("/", *v) == v);  // canonical: resolving again changes nothing
   } else {
     Require(in.find('\0') != std::string_view::npos);
   }

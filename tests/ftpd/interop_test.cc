@@ -25,8 +25,8 @@
 
 #include <gtest/gtest.h>
 
-#include "auth/users.h"
 #include "ftp_test_util.h"
+#include "ftpd/auth/users.h"
 #include "san/san.h"
 
 namespace san::ftp::testing {

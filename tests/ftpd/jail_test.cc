@@ -1,4 +1,4 @@
-// Jail (fs/jail.h): no path, "..", absolute or relative symlink, or symlinked parent lets a
+// Jail (files/jail.h): no path, "..", absolute or relative symlink, or symlinked parent lets a
 // session read, create, rename, delete or chmod anything outside its root. The layout:
 //   <tmp>/outside/secret                    a file the session must never reach
 //   <tmp>/root/                              the session root
@@ -15,9 +15,9 @@
 
 #include <gtest/gtest.h>
 
-#include "fs/jail.h"
-#include "fs/listing.h"
+#include "files/jail.h"
 #include "ftp_test_util.h"
+#include "ftpd/fs/listing.h"
 
 namespace san::ftp {
 namespace {
@@ -44,7 +44,7 @@ class FtpJail : public ::testing::Test {
     ASSERT_EQ(symlink("../../../../../../outside", (root_ + "/dir/deep").c_str()), 0);
     ASSERT_EQ(symlink("/etc/passwd", (root_ + "/etc_link").c_str()), 0);
     ASSERT_EQ(symlink("dir/inner", (root_ + "/ok_link").c_str()), 0);
-    Result<Jail> j = Jail::Open(root_);
+    Result<files::Jail> j = files::Jail::Open(root_);
     ASSERT_TRUE(j.ok());
     jail_.emplace(std::move(j.value()));
   }
@@ -62,7 +62,7 @@ class FtpJail : public ::testing::Test {
 
   TempDir tmp_;
   std::string outside_, root_;
-  std::optional<Jail> jail_;
+  std::optional<files::Jail> jail_;
 };
 
 TEST_F(FtpJail, InsidePathsWork) {

@@ -1,7 +1,7 @@
 // OwedReplies (ftp_client/owed_replies.h): the count of final replies a server still owes, kept
 // across replies abandoned halfway (multi-line, after a 1xx), as FtpClient uses it to stay in
 // step after a Ctrl-C.
-#include "owed_replies.h"
+#include "ftp_client/owed_replies.h"
 
 #include <gtest/gtest.h>
 

@@ -5,15 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include "auth/users.h"
-#include "fs/listing.h"
-#include "fs/virtual_path.h"
-#include "protocol/address.h"
-#include "protocol/ascii.h"
-#include "protocol/command.h"
-#include "protocol/reply.h"
-#include "server/xferlog.h"
-#include "url.h"
+#include "files/virtual_path.h"
+#include "ftp/protocol/address.h"
+#include "ftp/protocol/ascii.h"
+#include "ftp/protocol/command.h"
+#include "ftp/protocol/reply.h"
+#include "ftp_client/url.h"
+#include "ftpd/auth/users.h"
+#include "ftpd/fs/listing.h"
+#include "ftpd/server/xferlog.h"
 
 namespace san::ftp {
 namespace {
@@ -129,17 +129,17 @@ TEST(FtpReply, FormatAndAssembleRoundTrip) {
 }
 
 TEST(FtpVirtualPath, DotDotNeverClimbsAboveRoot) {
-  EXPECT_EQ(ResolveVirtual("/", "..").value(), "/");
-  EXPECT_EQ(ResolveVirtual("/a/b", "../../../../etc/passwd").value(), "/etc/passwd");
-  EXPECT_EQ(ResolveVirtual("/a", "b//c/./d/..").value(), "/a/b/c");
-  EXPECT_EQ(ResolveVirtual("/a", "/x/../y").value(), "/y");
-  EXPECT_EQ(ResolveVirtual("/a", "").value(), "/a");
-  EXPECT_EQ(ResolveVirtual("/a", "...").value(), "/a/...");
-  EXPECT_FALSE(ResolveVirtual("/", std::string("a\0b", 3)));
-  EXPECT_EQ(BaseName("/a/b"), "b");
-  EXPECT_EQ(DirName("/a/b"), "/a");
-  EXPECT_EQ(DirName("/a"), "/");
-  EXPECT_EQ(BaseName("/"), "");
+  EXPECT_EQ(files::ResolveVirtual("/", "..").value(), "/");
+  EXPECT_EQ(files::ResolveVirtual("/a/b", "../../../../etc/passwd").value(), "/etc/passwd");
+  EXPECT_EQ(files::ResolveVirtual("/a", "b//c/./d/..").value(), "/a/b/c");
+  EXPECT_EQ(files::ResolveVirtual("/a", "/x/../y").value(), "/y");
+  EXPECT_EQ(files::ResolveVirtual("/a", "").value(), "/a");
+  EXPECT_EQ(files::ResolveVirtual("/a", "...").value(), "/a/...");
+  EXPECT_FALSE(files::ResolveVirtual("/", std::string("a\0b", 3)));
+  EXPECT_EQ(files::BaseName("/a/b"), "b");
+  EXPECT_EQ(files::DirName("/a/b"), "/a");
+  EXPECT_EQ(files::DirName("/a"), "/");
+  EXPECT_EQ(files::BaseName("/"), "");
 }
 
 TEST(FtpUrlParse, Forms) {

@@ -19,8 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include "ftp/protocol/address.h"
 #include "ftp_test_util.h"
-#include "protocol/address.h"
 #include "san/san.h"
 
 namespace san::ftp::testing {

@@ -1,4 +1,4 @@
-#include "net/line_reader.h"
+#include "ftp/net/line_reader.h"
 
 #include <cerrno>
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "net/socket.h"
+#include "ftp/net/socket.h"
 
 namespace san::ftp {
 

@@ -1,8 +1,8 @@
-#include "fs/virtual_path.h"
+#include "files/virtual_path.h"
 
 #include <vector>
 
-namespace san::ftp {
+namespace san::files {
 
 std::optional<std::string> ResolveVirtual(std::string_view cwd, std::string_view arg) {
   if (arg.find('\0') != std::string_view::npos) return std::nullopt;
@@ -40,4 +40,4 @@ std::string DirName(std::string_view canonical) {
   return std::string(canonical.substr(0, slash));
 }
 
-}  // namespace san::ftp
+}  // namespace san::files

@@ -1,4 +1,4 @@
-#include "protocol/ascii.h"
+#include "ftp/protocol/ascii.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "protocol/reply.h"
+#include "ftp/protocol/reply.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "net/socket.h"
+#include "ftp/net/socket.h"
 
 #include <fcntl.h>
 #include <netinet/tcp.h>

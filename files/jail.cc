@@ -1,4 +1,4 @@
-#include "fs/jail.h"
+#include "files/jail.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -7,9 +7,9 @@
 
 #include <cerrno>
 
-#include "fs/virtual_path.h"
+#include "files/virtual_path.h"
 
-namespace san::ftp {
+namespace san::files {
 namespace {
 
 // "/a/b" -> "a/b"; "/" -> "." (openat2 wants a relative path to stay relative to the root fd).
@@ -131,4 +131,4 @@ Result<std::string> Jail::ReadLink(const std::string& vpath) const {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-}  // namespace san::ftp
+}  // namespace san::files

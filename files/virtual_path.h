@@ -1,5 +1,5 @@
-// Virtual paths: what an FTP client names, resolved lexically against the session's working
-// directory into a canonical absolute path inside the session root ("/", "/a/b").
+// Virtual paths: what a client names (an FTP argument, a drpc remote path), resolved lexically
+// against a working directory into a canonical absolute path inside the root ("/", "/a/b").
 //
 // Pure string logic (unit-tested and fuzzed): "." and ".." are folded, ".." never climbs above
 // "/", repeated slashes collapse. Symlinks are not this layer's concern: Jail (jail.h) resolves the
@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace san::ftp {
+namespace san::files {
 
 // cwd must be canonical (as returned here). nullopt for an argument with a NUL byte.
 std::optional<std::string> ResolveVirtual(std::string_view cwd, std::string_view arg);
@@ -19,4 +19,4 @@ std::optional<std::string> ResolveVirtual(std::string_view cwd, std::string_view
 std::string BaseName(std::string_view canonical);
 std::string DirName(std::string_view canonical);
 
-}  // namespace san::ftp
+}  // namespace san::files

@@ -1,4 +1,5 @@
-// Jail: every file-system operation of a session, confined to the session root.
+// Jail: every file-system operation confined to one root directory (an FTP session's, a drpc
+// node's).
 //
 // Paths are canonical virtual paths (virtual_path.h). They are opened with openat2(2)
 // RESOLVE_IN_ROOT relative to a directory fd of the root, so the kernel itself treats the root as
@@ -16,7 +17,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 
-namespace san::ftp {
+namespace san::files {
 
 class Jail {
  public:
@@ -42,4 +43,4 @@ class Jail {
   UniqueFd root_;
 };
 
-}  // namespace san::ftp
+}  // namespace san::files

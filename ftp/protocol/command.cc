@@ -1,4 +1,4 @@
-#include "protocol/command.h"
+#include "ftp/protocol/command.h"
 
 #include <cctype>
 

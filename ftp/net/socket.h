@@ -17,7 +17,7 @@
 
 #include "common/connection_errno.h"
 #include "common/status.h"
-#include "protocol/address.h"
+#include "ftp/protocol/address.h"
 
 namespace san::ftp {
 

@@ -1,4 +1,4 @@
-#include "protocol/address.h"
+#include "ftp/protocol/address.h"
 
 #include <arpa/inet.h>
 
@@ -53,7 +53,8 @@ std::optional<HostPort> ParseSix(std::string_view arg) {
 }  // namespace
 
 uint16_t HostPort::port() const {
-  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET)
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
   if (addr.ss_family == AF_INET6) {
     return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
   }
