@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
 #include "machine.h"
 #include "options.h"
 #include "report.h"
 #include "runner.h"
+#include "sanlib/common/clock.h"
 #include "transport.h"
 
 namespace san::bench {

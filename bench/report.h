@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "measure.h"
+#include "sanlib/common/status.h"
 
 namespace san::bench {
 

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "common/clock.h"
+#include "sanlib/common/clock.h"
 #include "shared/process_cpu.h"
 
 namespace san::bench {

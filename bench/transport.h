@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
 #include "protocol.h"
+#include "sanlib/common/status.h"
 
 namespace san::bench {
 

@@ -20,10 +20,10 @@
 #include <cstring>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/unique_fd.h"
-#include "fabric/provider.h"
-#include "fabric/registry.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
+#include "sanlib/fabric/registry.h"
 #include "transport.h"
 
 namespace san::bench {

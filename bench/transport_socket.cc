@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "common/clock.h"
+#include "sanlib/common/clock.h"
 
 namespace san::bench {
 namespace {

@@ -8,16 +8,16 @@
 #include <optional>
 #include <shared_mutex>
 
-#include "common/clock.h"
-#include "common/fd_index.h"
-#include "common/fd_placement.h"
-#include "common/log.h"
-#include "common/spin_governor.h"
-#include "common/this_pid.h"
 #include "compat/real_calls.h"
-#include "socket/kernel.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fd_index.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/log.h"
+#include "sanlib/common/spin_governor.h"
+#include "sanlib/common/this_pid.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san::compat {
 namespace {
@@ -200,12 +200,12 @@ int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
   bool moved = false;
   for (const Candidate& c : candidates) {
     SanSocket& s = *c.socket;
-    const bool shm = (events[c.event].events & EPOLLIN) ? SettleReadable(s)
-                                                         : s.mode.load() == SocketMode::kShm;
+    const bool shm =
+        (events[c.event].events & EPOLLIN) ? SettleReadable(s) : s.mode.load() == SocketMode::kShm;
     if (!shm) continue;
     moved = true;
-    events[c.event].events = static_cast<uint16_t>(
-        SocketRevents(s, static_cast<short>(c.interest & kEventBits)));
+    events[c.event].events =
+        static_cast<uint16_t>(SocketRevents(s, static_cast<short>(c.interest & kEventBits)));
   }
   if (!moved) return n;
   std::lock_guard<std::mutex> lock(set->mu_);

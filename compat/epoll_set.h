@@ -52,8 +52,8 @@
 #include <utility>
 #include <vector>
 
-#include "socket/san_socket.h"
-#include "socket/socket_ops.h"
+#include "sanlib/socket/san_socket.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san::compat {
 

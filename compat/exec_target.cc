@@ -9,7 +9,7 @@
 
 #include <string_view>
 
-#include "common/unique_fd.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::compat {
 namespace {

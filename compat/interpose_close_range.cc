@@ -24,13 +24,13 @@
 #include <algorithm>
 #include <vector>
 
-#include "common/fd_placement.h"
 #include "compat/epoll_set.h"
 #include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
 
 using san::compat::KeepErrno;
 using san::compat::Managed;

@@ -23,9 +23,9 @@
 #include "compat/exec_target.h"
 #include "compat/real_calls.h"
 #include "compat/stdio_streams.h"
-#include "socket/exec_handoff.h"
-#include "socket/exec_image.h"
-#include "socket/runtime.h"
+#include "sanlib/socket/exec_handoff.h"
+#include "sanlib/socket/exec_image.h"
+#include "sanlib/socket/runtime.h"
 
 using san::compat::Real;
 

@@ -7,7 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "socket/runtime.h"
+#include "sanlib/socket/runtime.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
-#include "socket/kernel.h"
-#include "socket/socket_ops.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/socket_ops.h"
 
 using san::compat::KeepErrno;
 using san::compat::Managed;

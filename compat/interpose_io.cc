@@ -16,8 +16,8 @@
 #include "compat/managed.h"
 #include "compat/real_calls.h"
 #include "san/san.h"
-#include "socket/fd_passing.h"
-#include "socket/socket_ops.h"
+#include "sanlib/socket/fd_passing.h"
+#include "sanlib/socket/socket_ops.h"
 
 using san::compat::KeepErrno;
 using san::compat::Managed;

@@ -9,11 +9,11 @@
 #include <climits>
 #include <vector>
 
-#include "common/clock.h"
 #include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/socket/socket_ops.h"
 
 using san::compat::KeepErrno;
 using san::compat::ManagedShm;

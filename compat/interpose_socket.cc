@@ -8,9 +8,9 @@
 #include "compat/managed.h"
 #include "compat/policy.h"
 #include "compat/real_calls.h"
-#include "socket/kernel.h"
-#include "socket/rendezvous_owner.h"
-#include "socket/socket_ops.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/rendezvous_owner.h"
+#include "sanlib/socket/socket_ops.h"
 
 using san::compat::KeepErrno;
 using san::compat::Managed;

@@ -16,7 +16,7 @@
 #include "compat/real_calls.h"
 #include "compat/stdio_streams.h"
 #include "san/san.h"
-#include "socket/socket_ops.h"
+#include "sanlib/socket/socket_ops.h"
 
 using san::compat::ManagedData;
 using san::compat::Real;

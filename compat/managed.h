@@ -5,8 +5,8 @@
 // libc (real_calls.h). Thread-safety: as SocketTable::Find.
 #pragma once
 
-#include "socket/runtime.h"
-#include "socket/san_socket.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/san_socket.h"
 
 namespace san::compat {
 

@@ -4,12 +4,12 @@
 #include <netinet/in.h>
 
 #include <cstdio>
-#include <string>
 #include <fstream>
 #include <iterator>
+#include <string>
 
-#include "common/config.h"
 #include "san/san.h"
+#include "sanlib/common/config.h"
 
 namespace san::compat {
 

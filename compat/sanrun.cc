@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/config_file.h"
+#include "sanlib/common/config.h"
+#include "sanlib/common/config_file.h"
 
 namespace po = boost::program_options;
 
@@ -68,7 +68,10 @@ void PrintHelp(const po::options_description& options) {
     // sanrun's own default differs from the library's (DefaultToLateSetup).
     const bool ours = std::strcmp(s.variable, "SAN_SETUP") == 0;
     std::printf("  %-20s default %-8s %s\n", s.variable,
-                ours ? "late" : *s.default_value ? s.default_value : "(none)", s.meaning);
+                ours               ? "late"
+                : *s.default_value ? s.default_value
+                                   : "(none)",
+                s.meaning);
   }
 }
 

@@ -14,8 +14,8 @@
 
 #include <string>
 
-#include "common/status.h"
-#include "common/unique_fd.h"
+#include "sanlib/common/status.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::files {
 

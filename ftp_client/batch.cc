@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/unique_fd.h"
 #include "ftp_client/interrupt.h"
 #include "ftp_client/modes.h"
 #include "ftp_client/report.h"
 #include "ftp_client/url.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::ftp {
 namespace {

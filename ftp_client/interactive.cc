@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "common/unique_fd.h"
 #include "ftp_client/interrupt.h"
 #include "ftp_client/modes.h"
 #include "ftp_client/report.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::ftp {
 namespace {

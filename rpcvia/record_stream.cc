@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "common/clock.h"
+#include "sanlib/common/clock.h"
 
 namespace san::rpcvia {
 

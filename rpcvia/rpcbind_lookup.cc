@@ -9,8 +9,8 @@
 #include <cstring>
 #include <memory>
 
-#include "common/clock.h"
 #include "rpcvia/deadline_connect.h"
+#include "sanlib/common/clock.h"
 
 namespace san::rpcvia {
 namespace {

@@ -6,10 +6,10 @@
 #include <mutex>
 #include <new>
 
-#include "common/clock.h"
 #include "rpcvia/deadline_connect.h"
 #include "rpcvia/record_stream.h"
 #include "rpcvia/rpcvia.h"
+#include "sanlib/common/clock.h"
 
 namespace san::rpcvia {
 namespace {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <new>
 
-#include "common/clock.h"
 #include "rpcvia/record_stream.h"
+#include "sanlib/common/clock.h"
 
 namespace san::rpcvia {
 namespace {

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <vector>
 
-#include "common/unique_fd.h"
 #include "drpc/client/data_transfer.h"
 #include "drpc/client/part_file.h"
 #include "drpc/client/ping_caller.h"
@@ -19,6 +18,7 @@
 #include "drpc/core/token.h"
 #include "drpc/proto/transfer.h"
 #include "drpc/transport/channel.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::drpc {
 

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <memory>
 
-#include "common/unique_fd.h"
 #include "drpc/client/commands.h"
 #include "drpc/client/file_push.h"
 #include "drpc/client/part_file.h"
@@ -15,6 +14,7 @@
 #include "drpc/transport/channel.h"
 #include "drpc/transport/data_stream.h"
 #include "san/san.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::drpc {
 namespace {

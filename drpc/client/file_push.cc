@@ -14,11 +14,11 @@
 #include <cstring>
 #include <vector>
 
-#include "common/unique_fd.h"
 #include "drpc/client/commands.h"
 #include "drpc/core/checksum.h"
 #include "drpc/proto/drpc_proto.h"
 #include "drpc/proto/transfer.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::drpc {
 namespace {

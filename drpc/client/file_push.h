@@ -20,8 +20,8 @@
 #include <memory>
 #include <string>
 
-#include "common/unique_fd.h"
 #include "drpc/proto/drpc_proto.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::drpc {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
 #include "drpc/core/target.h"
+#include "sanlib/common/status.h"
 
 namespace san::drpc {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san::drpc {
 

@@ -7,11 +7,11 @@
 #include <memory>
 #include <optional>
 
-#include "common/connection_errno.h"
 #include "drpc/node/node_file.h"
 #include "drpc/transport/acceptor.h"
 #include "drpc/transport/data_stream.h"
 #include "san/san.h"
+#include "sanlib/common/connection_errno.h"
 
 namespace san::drpc {
 namespace {

@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "common/unique_fd.h"
+#include "sanlib/common/unique_fd.h"
 
 extern char** environ;
 

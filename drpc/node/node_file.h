@@ -17,10 +17,10 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
-#include "common/unique_fd.h"
 #include "drpc/proto/drpc_proto.h"
 #include "files/jail.h"
+#include "sanlib/common/status.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::drpc {
 

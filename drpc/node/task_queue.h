@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/status.h"
 #include "drpc/node/exec_runner.h"
+#include "sanlib/common/status.h"
 
 namespace san::drpc {
 

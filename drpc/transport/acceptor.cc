@@ -12,10 +12,10 @@
 
 #include <cstring>
 
-#include "common/log.h"
-#include "common/peer_uid.h"
 #include "drpc/transport/channel.h"
 #include "san/san.h"
+#include "sanlib/common/log.h"
+#include "sanlib/common/peer_uid.h"
 
 namespace san::drpc {
 namespace {

@@ -26,8 +26,8 @@
 #include <string>
 #include <thread>
 
-#include "common/status.h"
-#include "common/unique_fd.h"
+#include "sanlib/common/status.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::drpc {
 

@@ -19,8 +19,8 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
 #include "drpc/core/target.h"
+#include "sanlib/common/status.h"
 
 namespace san::drpc {
 

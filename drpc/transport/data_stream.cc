@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "common/connection_errno.h"
 #include "san/san.h"
+#include "sanlib/common/connection_errno.h"
 
 namespace san::drpc {
 namespace {

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san::drpc {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <utility>
 
-#include "common/connection_errno.h"
-#include "common/status.h"
 #include "ftp/protocol/address.h"
+#include "sanlib/common/connection_errno.h"
+#include "sanlib/common/status.h"
 
 namespace san::ftp {
 

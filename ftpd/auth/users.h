@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san::ftp {
 

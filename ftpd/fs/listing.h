@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "files/jail.h"
+#include "sanlib/common/status.h"
 
 namespace san::ftp {
 

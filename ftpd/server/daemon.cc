@@ -13,9 +13,9 @@
 #include <map>
 #include <string>
 
-#include "common/unique_fd.h"
 #include "ftp/protocol/address.h"
 #include "ftp/protocol/reply.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::ftp {
 namespace {

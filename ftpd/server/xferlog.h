@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/unique_fd.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::ftp {
 
@@ -16,7 +16,7 @@ struct TransferRecord {
   double seconds = 0;
   std::string remote_host;
   uint64_t bytes = 0;
-  std::string path;     // virtual path; spaces become '_' as in wu-ftpd
+  std::string path;  // virtual path; spaces become '_' as in wu-ftpd
   bool binary = true;
   bool incoming = false;  // STOR/APPE/STOU
   bool anonymous = false;

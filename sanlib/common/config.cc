@@ -1,4 +1,4 @@
-#include "common/config.h"
+#include "sanlib/common/config.h"
 
 #include <unistd.h>
 
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include "common/config_file.h"
-#include "common/log.h"
+#include "sanlib/common/config_file.h"
+#include "sanlib/common/log.h"
 
 namespace san {
 namespace {
@@ -93,7 +93,8 @@ const std::vector<SettingInfo>& Settings() {
        "for the call, without a staging copy (0 or off = never)"},
       {"SAN_LINGER_MS", "2000", "close thread waits this long for FIN/FINACK before aborting"},
       {"SAN_SETUP", "eager",
-       "eager|late (sanrun's default: late): eager sets up a local connection's shm channel in connect(); late starts "
+       "eager|late (sanrun's default: late): eager sets up a local connection's shm channel in "
+       "connect(); late starts "
        "every connection on kernel TCP and moves it to shm once it has lived "
        "SAN_UPGRADE_DELAY_US or carried SAN_UPGRADE_BYTES (a short connection costs what TCP "
        "costs)"},

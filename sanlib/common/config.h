@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/peer_users.h"
+#include "sanlib/common/peer_users.h"
 
 namespace san {
 

@@ -1,4 +1,4 @@
-#include "common/config_file.h"
+#include "sanlib/common/config_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -76,7 +76,8 @@ ConfigFile ParseConfigFile(std::string_view text, const std::string& path,
     const size_t end = text.find('\n');
     std::string_view line = text.substr(0, end);
     text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos)
+      line = line.substr(0, hash);
     size_t first = 0;
     while (first < line.size() && IsSpace(line[first])) ++first;
     size_t last = line.size();

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/config.h"
+#include "sanlib/common/config.h"
 
 namespace san {
 
@@ -32,7 +32,7 @@ struct ConfigFileLine {
 };
 
 struct ConfigFile {
-  std::string path;                     // "" when no file was read
+  std::string path;  // "" when no file was read
   std::vector<ConfigFileLine> settings;
   std::vector<ConfigFileLine> rules;
 };

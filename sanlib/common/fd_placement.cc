@@ -1,11 +1,11 @@
-#include "common/fd_placement.h"
+#include "sanlib/common/fd_placement.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/unique_fd.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/log.h"
+#include "sanlib/common/log.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "common/fd_placement.h"
+#include "sanlib/common/fd_placement.h"
 
 namespace san {
 namespace {

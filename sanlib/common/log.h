@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "common/config.h"
+#include "sanlib/common/config.h"
 
 namespace san {
 
@@ -31,7 +31,8 @@ void WriteLogLine(const std::string& log_file, LogLevel level, const char* line,
 #define SAN_LOG_ERROR(...) ::san::LogAt(::san::LogLevel::kError, __VA_ARGS__)
 #define SAN_LOG_WARN(...) ::san::LogAt(::san::LogLevel::kWarn, __VA_ARGS__)
 #define SAN_LOG_INFO(...) ::san::LogAt(::san::LogLevel::kInfo, __VA_ARGS__)
-#define SAN_LOG_DEBUG(...)                                                   \
-  do {                                                                       \
-    if (::san::LogEnabled(::san::LogLevel::kDebug)) ::san::LogAt(::san::LogLevel::kDebug, __VA_ARGS__); \
+#define SAN_LOG_DEBUG(...)                                \
+  do {                                                    \
+    if (::san::LogEnabled(::san::LogLevel::kDebug))       \
+      ::san::LogAt(::san::LogLevel::kDebug, __VA_ARGS__); \
   } while (0)

@@ -1,4 +1,4 @@
-#include "common/peer_uid.h"
+#include "sanlib/common/peer_uid.h"
 
 #include <arpa/inet.h>
 #include <linux/inet_diag.h>
@@ -6,13 +6,13 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/time.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstring>
 
-#include "common/unique_fd.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san {
 namespace {

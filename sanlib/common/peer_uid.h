@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san {
 

@@ -1,4 +1,4 @@
-#include "common/peer_users.h"
+#include "sanlib/common/peer_users.h"
 
 #include <grp.h>
 #include <pwd.h>

@@ -13,7 +13,8 @@
 //
 // Parse checks the syntax only; names are looked up when a peer is judged (the password and
 // group databases may change while a server runs, and a library should not read them in a
-// constructor). Thread-safety: a PeerUsers is immutable after Parse; Allows is safe from any thread.
+// constructor). Thread-safety: a PeerUsers is immutable after Parse; Allows is safe from any
+// thread.
 #pragma once
 
 #include <sys/types.h>
@@ -22,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san {
 

@@ -1,8 +1,8 @@
-#include "common/scm_rights.h"
+#include "sanlib/common/scm_rights.h"
 
 #include <cstring>
 
-#include "common/fd_placement.h"
+#include "sanlib/common/fd_placement.h"
 
 namespace san {
 

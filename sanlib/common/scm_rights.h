@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "common/unique_fd.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san {
 

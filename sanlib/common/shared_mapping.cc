@@ -1,6 +1,6 @@
-#include "common/shared_mapping.h"
+#include "sanlib/common/shared_mapping.h"
 
-#include "common/fd_placement.h"
+#include "sanlib/common/fd_placement.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -9,8 +9,8 @@
 
 #include <cstddef>
 
-#include "common/status.h"
-#include "common/unique_fd.h"
+#include "sanlib/common/status.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san {
 

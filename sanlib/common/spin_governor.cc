@@ -1,9 +1,9 @@
-#include "common/spin_governor.h"
+#include "sanlib/common/spin_governor.h"
 
 #include <algorithm>
 #include <atomic>
 
-#include "common/clock.h"
+#include "sanlib/common/clock.h"
 
 namespace san {
 namespace {

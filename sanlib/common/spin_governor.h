@@ -26,7 +26,7 @@
 
 #include <cstdint>
 
-#include "common/config.h"
+#include "sanlib/common/config.h"
 
 namespace san {
 

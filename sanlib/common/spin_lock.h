@@ -11,7 +11,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/clock.h"
+#include "sanlib/common/clock.h"
 
 namespace san {
 

@@ -1,4 +1,4 @@
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 #include <string.h>
 

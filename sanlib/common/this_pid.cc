@@ -1,4 +1,4 @@
-#include "common/this_pid.h"
+#include "sanlib/common/this_pid.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "fabric/address.h"
+#include "sanlib/fabric/address.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san::fabric {
 

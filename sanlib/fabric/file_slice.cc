@@ -1,4 +1,4 @@
-#include "fabric/file_slice.h"
+#include "sanlib/fabric/file_slice.h"
 
 #include <sys/uio.h>
 

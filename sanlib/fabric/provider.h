@@ -33,9 +33,9 @@
 #include <memory>
 #include <vector>
 
-#include "common/status.h"
-#include "common/unique_fd.h"
-#include "fabric/file_slice.h"
+#include "sanlib/common/status.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/file_slice.h"
 
 namespace san::fabric {
 

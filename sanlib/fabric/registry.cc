@@ -1,11 +1,10 @@
-#include "fabric/registry.h"
+#include "sanlib/fabric/registry.h"
 
 #include <string>
 
-#include "fabric/loopback/loopback_provider.h"
-#include "fabric/shm/shm_provider.h"
+#include "sanlib/fabric/shm/shm_provider.h"
 #ifdef SAN_HAVE_VERBS
-#include "fabric/verbs/verbs_provider.h"
+#include "sanlib/fabric/verbs/verbs_provider.h"
 #endif
 
 namespace san::fabric {
@@ -37,16 +36,12 @@ Provider* GetProvider(std::string_view name) {
     static Provider* const shm = new shm::ShmProvider();
     return shm;
   }
-  if (name == "loopback") {
-    static Provider* const loopback = new loopback::LoopbackProvider();
-    return loopback;
-  }
   if (name == "verbs") return Verbs(nullptr);
   return nullptr;
 }
 
 const char* WhyUnavailable(std::string_view name) {
-  if (name == "shm" || name == "loopback") return nullptr;
+  if (name == "shm") return nullptr;
   if (name == "verbs") {
     const char* why = nullptr;
     return Verbs(&why) ? nullptr : why;

@@ -8,12 +8,13 @@
 
 #include <string_view>
 
-#include "fabric/provider.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric {
 
-// "shm", "loopback" or "verbs"; nullptr for an unknown name or an unavailable backend (verbs: not
-// built, or no RDMA device / rdma_cm on this host -- opened once, on first use).
+// "shm" or "verbs"; nullptr for an unknown name or an unavailable backend (verbs: not built, or no
+// RDMA device / rdma_cm on this host -- opened once, on first use). The tests' in-process
+// loopback provider is not here: it is built with the tests (tests/support/loopback).
 Provider* GetProvider(std::string_view name);
 
 // Why GetProvider(name) returns nullptr ("verbs: no RDMA device", ...), for error messages and test

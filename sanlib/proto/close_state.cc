@@ -1,16 +1,23 @@
-#include "proto/close_state.h"
+#include "sanlib/proto/close_state.h"
 
 namespace san::proto {
 
 const char* ClosePhaseName(ClosePhase phase) {
   switch (phase) {
-    case ClosePhase::kOpen: return "OPEN";
-    case ClosePhase::kFinWait1: return "FIN_WAIT_1";
-    case ClosePhase::kFinWait2: return "FIN_WAIT_2";
-    case ClosePhase::kCloseWait: return "CLOSE_WAIT";
-    case ClosePhase::kClosing: return "CLOSING";
-    case ClosePhase::kLastAck: return "LAST_ACK";
-    case ClosePhase::kClosed: return "CLOSED";
+    case ClosePhase::kOpen:
+      return "OPEN";
+    case ClosePhase::kFinWait1:
+      return "FIN_WAIT_1";
+    case ClosePhase::kFinWait2:
+      return "FIN_WAIT_2";
+    case ClosePhase::kCloseWait:
+      return "CLOSE_WAIT";
+    case ClosePhase::kClosing:
+      return "CLOSING";
+    case ClosePhase::kLastAck:
+      return "LAST_ACK";
+    case ClosePhase::kClosed:
+      return "CLOSED";
   }
   return "?";
 }

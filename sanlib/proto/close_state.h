@@ -19,7 +19,7 @@
 // from the peer is a protocol error (EPROTO).
 #pragma once
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san::proto {
 

@@ -1,4 +1,4 @@
-#include "proto/combiner.h"
+#include "sanlib/proto/combiner.h"
 
 namespace san::proto {
 

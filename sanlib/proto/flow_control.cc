@@ -1,4 +1,4 @@
-#include "proto/flow_control.h"
+#include "sanlib/proto/flow_control.h"
 
 namespace san::proto {
 

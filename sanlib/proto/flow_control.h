@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san::proto {
 
@@ -80,8 +80,8 @@ class ReceiveAccount {
 };
 
 // The threshold a sender must use so its explicit ACKs never outnumber the receives the peer
-// reserved for them: ACKs in flight <= granted_window / t, which must stay below ack_reserve (one of
-// the reserve is the FIN's). SOVIA's P = w + w/t + 1 is the case where both ends use the same t.
+// reserved for them: ACKs in flight <= granted_window / t, which must stay below ack_reserve (one
+// of the reserve is the FIN's). SOVIA's P = w + w/t + 1 is the case where both ends use the same t.
 uint32_t EffectiveAckThreshold(uint32_t own_threshold, uint32_t granted_window,
                                uint32_t peer_ack_reserve);
 

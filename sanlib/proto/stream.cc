@@ -1,4 +1,4 @@
-#include "proto/stream.h"
+#include "sanlib/proto/stream.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -12,11 +12,11 @@
 #include <mutex>
 #include <new>
 
-#include "common/clock.h"
-#include "common/spin_lock.h"
-#include "common/this_pid.h"
-#include "proto/flow_control.h"
-#include "proto/wire.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/spin_lock.h"
+#include "sanlib/common/this_pid.h"
+#include "sanlib/proto/flow_control.h"
+#include "sanlib/proto/wire.h"
 
 namespace san::proto {
 namespace {

@@ -32,10 +32,10 @@
 #include <span>
 #include <vector>
 
-#include "common/status.h"
-#include "fabric/provider.h"
-#include "proto/close_state.h"
-#include "proto/combiner.h"
+#include "sanlib/common/status.h"
+#include "sanlib/fabric/provider.h"
+#include "sanlib/proto/close_state.h"
+#include "sanlib/proto/combiner.h"
 
 namespace san::proto {
 

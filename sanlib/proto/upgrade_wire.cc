@@ -1,4 +1,4 @@
-#include "proto/upgrade_wire.h"
+#include "sanlib/proto/upgrade_wire.h"
 
 #include <cstring>
 
@@ -11,7 +11,8 @@ constexpr char kResultMagic[4] = {'S', 'A', 'N', 'R'};
 
 template <typename T>
 void PutLe(std::byte* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::byte>(static_cast<uint64_t>(v) >> (8 * i));
+  for (size_t i = 0; i < sizeof(T); ++i)
+    p[i] = static_cast<std::byte>(static_cast<uint64_t>(v) >> (8 * i));
 }
 template <typename T>
 T GetLe(const std::byte* p) {
@@ -67,7 +68,8 @@ Result<UpgradeOffer> DecodeUpgradeOffer(const std::byte* in, size_t length) {
   m.rendezvous.sin_family = AF_INET;
   memcpy(&m.rendezvous.sin_addr.s_addr, in + 8, 4);
   memcpy(&m.rendezvous.sin_port, in + 12, 2);
-  if (m.status == 0 && m.rendezvous.sin_port == 0) return Status(EPROTO, "upgrade offer port check");
+  if (m.status == 0 && m.rendezvous.sin_port == 0)
+    return Status(EPROTO, "upgrade offer port check");
   return m;
 }
 

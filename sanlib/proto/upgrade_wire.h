@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san::proto {
 
@@ -26,14 +26,14 @@ struct UpgradeHello {
   static constexpr uint8_t kVersion = 1;
   static constexpr uint32_t kFlagShm = 1u << 0;  // this side can use the shm provider
   uint32_t flags = 0;
-  uint64_t netns_dev = 0;   // which network namespace: shm reaches only inside one
+  uint64_t netns_dev = 0;  // which network namespace: shm reaches only inside one
   uint64_t netns_inode = 0;
-  uint64_t boot_id = 0;     // which host (boot): the same inode on two hosts means nothing
+  uint64_t boot_id = 0;  // which host (boot): the same inode on two hosts means nothing
 };
 
 struct UpgradeOffer {
   static constexpr size_t kSize = 16;
-  int32_t status = 0;       // 0, or the errno that kept the listening side from offering
+  int32_t status = 0;        // 0, or the errno that kept the listening side from offering
   sockaddr_in rendezvous{};  // where to connect the SAN channel (only meaningful when status == 0)
 };
 

@@ -1,4 +1,4 @@
-#include "proto/wire.h"
+#include "sanlib/proto/wire.h"
 
 #include <cstring>
 

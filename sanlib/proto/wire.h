@@ -18,8 +18,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "common/status.h"
-#include "fabric/provider.h"
+#include "sanlib/common/status.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::proto {
 

@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "san/san.h"
-#include "socket/file_transfer.h"
-#include "socket/kernel.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
+#include "sanlib/socket/file_transfer.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
 
 extern "C" {
 

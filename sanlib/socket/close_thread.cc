@@ -1,4 +1,4 @@
-#include "socket/close_thread.h"
+#include "sanlib/socket/close_thread.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -9,12 +9,12 @@
 #include <new>
 #include <thread>
 
-#include "common/clock.h"
-#include "common/config.h"
-#include "common/log.h"
-#include "socket/kernel.h"
-#include "socket/socket_ops.h"
-#include "socket/tcp_move.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/config.h"
+#include "sanlib/common/log.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/socket_ops.h"
+#include "sanlib/socket/tcp_move.h"
 
 namespace san {
 

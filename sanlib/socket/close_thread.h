@@ -27,8 +27,8 @@
 #include <mutex>
 #include <vector>
 
-#include "common/unique_fd.h"
-#include "proto/stream.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/proto/stream.h"
 
 namespace san {
 

@@ -1,8 +1,8 @@
-#include "socket/connection_thread.h"
+#include "sanlib/socket/connection_thread.h"
 
 #include <sys/stat.h>
 
-#include "common/fd_placement.h"
+#include "sanlib/common/fd_placement.h"
 
 #include <poll.h>
 #include <sched.h>
@@ -14,10 +14,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "common/clock.h"
-#include "common/log.h"
-#include "socket/late_upgrade.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/log.h"
+#include "sanlib/socket/late_upgrade.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 
@@ -499,8 +499,8 @@ void ConnectionThread::Settle(proto::Stream* s, Status st) {
     if (st.ok() && it != pending_.end() && it->late) {
       for (const Served& v : served_) {
         if (v.listen_fd == it->listen_fd && v.late_fd >= 0) {
-          InsertLateLocked(LateDue{v.late_fd, v.late_socket_id, NowNs() + kDriveAfterNs,
-                                   kDriveTries});
+          InsertLateLocked(
+              LateDue{v.late_fd, v.late_socket_id, NowNs() + kDriveAfterNs, kDriveTries});
         }
       }
     }

@@ -33,13 +33,13 @@
 #include <mutex>
 #include <vector>
 
-#include "common/file_identity.h"
-#include "common/unique_fd.h"
-#include "fabric/provider.h"
-#include "proto/stream.h"
-#include "proto/wire.h"
-#include "socket/control_service.h"
-#include "socket/socket_table.h"
+#include "sanlib/common/file_identity.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/control_service.h"
+#include "sanlib/socket/socket_table.h"
 
 namespace san {
 

@@ -1,4 +1,4 @@
-#include "socket/control_service.h"
+#include "sanlib/socket/control_service.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -10,14 +10,14 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/clock.h"
-#include "common/control_name.h"
-#include "common/fd_placement.h"
-#include "common/scm_rights.h"
-#include "proto/close_state.h"
-#include "socket/handover.h"
-#include "socket/kernel.h"
-#include "socket/late_upgrade.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/control_name.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/scm_rights.h"
+#include "sanlib/proto/close_state.h"
+#include "sanlib/socket/handover.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/late_upgrade.h"
 
 namespace san {
 namespace {

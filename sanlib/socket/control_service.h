@@ -23,11 +23,11 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
-#include "common/unique_fd.h"
-#include "proto/stream.h"
-#include "proto/wire.h"
-#include "socket/socket_table.h"
+#include "sanlib/common/status.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/socket_table.h"
 
 namespace san {
 

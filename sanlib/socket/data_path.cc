@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "socket/drive.h"
-#include "socket/iov_remainder.h"
-#include "socket/kernel.h"
+#include "sanlib/socket/drive.h"
+#include "sanlib/socket/iov_remainder.h"
+#include "sanlib/socket/kernel.h"
 
 namespace san {
 namespace {

@@ -1,11 +1,11 @@
-#include "socket/deadline_io.h"
+#include "sanlib/socket/deadline_io.h"
 
 #include <sys/socket.h>
 
 #include <cerrno>
 
-#include "common/clock.h"
-#include "socket/kernel.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/socket/kernel.h"
 
 namespace san {
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 namespace san {
 

@@ -1,11 +1,11 @@
 // The non-template half of drive.h.
-#include "socket/drive.h"
+#include "sanlib/socket/drive.h"
 
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "socket/kernel.h"
-#include "socket/tcp_move.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/tcp_move.h"
 
 namespace san {
 

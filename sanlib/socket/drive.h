@@ -11,12 +11,12 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "common/clock.h"
-#include "common/spin_governor.h"
-#include "common/status.h"
-#include "socket/runtime.h"
-#include "socket/san_socket.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/spin_governor.h"
+#include "sanlib/common/status.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/san_socket.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 

@@ -1,4 +1,4 @@
-#include "socket/exec_handoff.h"
+#include "sanlib/socket/exec_handoff.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -15,15 +15,15 @@
 #include <cstring>
 #include <map>
 
-#include "common/clock.h"
-#include "common/fd_placement.h"
-#include "common/log.h"
-#include "socket/exec_image.h"
-#include "socket/fork_holders.h"
-#include "socket/kernel.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
-#include "socket/tcp_move.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/log.h"
+#include "sanlib/socket/exec_image.h"
+#include "sanlib/socket/fork_holders.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
+#include "sanlib/socket/tcp_move.h"
 
 namespace san {
 namespace {

@@ -55,9 +55,9 @@
 #include <string>
 #include <vector>
 
-#include "common/unique_fd.h"
-#include "proto/stream.h"
-#include "socket/san_socket.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/socket/san_socket.h"
 
 namespace san {
 

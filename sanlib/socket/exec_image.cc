@@ -1,4 +1,4 @@
-#include "socket/exec_image.h"
+#include "sanlib/socket/exec_image.h"
 
 #include <algorithm>
 #include <cstring>

@@ -25,8 +25,8 @@
 #include <span>
 #include <vector>
 
-#include "common/status.h"
-#include "proto/stream.h"
+#include "sanlib/common/status.h"
+#include "sanlib/proto/stream.h"
 
 namespace san::exec {
 

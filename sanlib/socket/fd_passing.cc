@@ -1,12 +1,12 @@
-#include "socket/fd_passing.h"
+#include "sanlib/socket/fd_passing.h"
 
-#include "common/clock.h"
-#include "common/log.h"
-#include "socket/fork_holders.h"
-#include "socket/late_upgrade.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
-#include "socket/tcp_move.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/log.h"
+#include "sanlib/socket/fork_holders.h"
+#include "sanlib/socket/late_upgrade.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
+#include "sanlib/socket/tcp_move.h"
 
 namespace san {
 namespace {

@@ -1,5 +1,5 @@
 // san_recvfile / san_sendfile (file_transfer.h).
-#include "socket/file_transfer.h"
+#include "sanlib/socket/file_transfer.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,8 +13,8 @@
 #include <memory>
 #include <span>
 
-#include "socket/drive.h"
-#include "socket/kernel.h"
+#include "sanlib/socket/drive.h"
+#include "sanlib/socket/kernel.h"
 
 namespace san {
 namespace {

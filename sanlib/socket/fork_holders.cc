@@ -1,4 +1,4 @@
-#include "socket/fork_holders.h"
+#include "sanlib/socket/fork_holders.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/fd_placement.h"
-#include "common/log.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/log.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 

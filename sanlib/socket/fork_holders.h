@@ -17,8 +17,8 @@
 // holders pipe (it blocks SIGPIPE on its own thread for the probe).
 #pragma once
 
-#include "socket/san_socket.h"
-#include "socket/socket_table.h"
+#include "sanlib/socket/san_socket.h"
+#include "sanlib/socket/socket_table.h"
 
 namespace san {
 

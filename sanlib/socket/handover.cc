@@ -1,4 +1,4 @@
-#include "socket/handover.h"
+#include "sanlib/socket/handover.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,11 +7,11 @@
 #include <cstring>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/control_name.h"
-#include "common/scm_rights.h"
-#include "socket/control_service.h"
-#include "socket/kernel.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/control_name.h"
+#include "sanlib/common/scm_rights.h"
+#include "sanlib/socket/control_service.h"
+#include "sanlib/socket/kernel.h"
 
 namespace san {
 namespace {

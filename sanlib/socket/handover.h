@@ -20,10 +20,10 @@
 #include <memory>
 #include <vector>
 
-#include "common/status.h"
-#include "fabric/provider.h"
-#include "proto/stream.h"
-#include "proto/wire.h"
+#include "sanlib/common/status.h"
+#include "sanlib/fabric/provider.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/proto/wire.h"
 
 namespace san {
 

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/unique_fd.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::kernel {
 

@@ -1,12 +1,12 @@
-#include "socket/late_fork.h"
+#include "sanlib/socket/late_fork.h"
 
 #include <new>
 
-#include "common/log.h"
-#include "socket/fork_holders.h"
-#include "socket/late_upgrade.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/log.h"
+#include "sanlib/socket/fork_holders.h"
+#include "sanlib/socket/late_upgrade.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 namespace {

@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "socket/san_socket.h"
+#include "sanlib/socket/san_socket.h"
 
 namespace san {
 

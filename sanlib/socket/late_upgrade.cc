@@ -1,4 +1,4 @@
-#include "socket/late_upgrade.h"
+#include "sanlib/socket/late_upgrade.h"
 
 #include <linux/sockios.h>
 #include <linux/tcp.h>
@@ -10,17 +10,17 @@
 #include <cstring>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/fnv1a.h"
-#include "common/log.h"
-#include "common/peer_uid.h"
-#include "fabric/address.h"
-#include "socket/drive.h"
-#include "socket/iov_remainder.h"
-#include "socket/kernel.h"
-#include "socket/late_fork.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fnv1a.h"
+#include "sanlib/common/log.h"
+#include "sanlib/common/peer_uid.h"
+#include "sanlib/fabric/address.h"
+#include "sanlib/socket/drive.h"
+#include "sanlib/socket/iov_remainder.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/late_fork.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 namespace {
@@ -271,9 +271,9 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       // kListening before the peer can come: a read that meets the peer's wake byte must find
       // the phase that makes it look for the peer's count (PeerEnd), or it takes the byte for data.
       u.phase.store(LatePhase::kListening);
-      Status st = rt.connections().AddListener(u.token, addr, std::move(l).value(),
-                                               u.provider->capabilities(), params, true,
-                                               s.fd.load(), s.id);
+      Status st =
+          rt.connections().AddListener(u.token, addr, std::move(l).value(),
+                                       u.provider->capabilities(), params, true, s.fd.load(), s.id);
       if (!st.ok()) {
         u.token = 0;
         return FailLocked(s, u, "connection thread: " + st.ToString());

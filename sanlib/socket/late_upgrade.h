@@ -46,8 +46,8 @@
 #include <mutex>
 #include <string>
 
-#include "proto/stream.h"
-#include "proto/wire.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/proto/wire.h"
 
 namespace san {
 

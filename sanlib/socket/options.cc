@@ -14,10 +14,10 @@
 #include <cstring>
 
 #include "san/san.h"
-#include "socket/kernel.h"
-#include "socket/late_upgrade.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/late_upgrade.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 namespace {

@@ -7,12 +7,12 @@
 // error has been reported once (SO_ERROR or a failed call).
 #include <vector>
 
-#include "common/clock.h"
-#include "common/spin_governor.h"
-#include "socket/kernel.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
-#include "socket/tcp_move.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/spin_governor.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
+#include "sanlib/socket/tcp_move.h"
 
 namespace san {
 namespace {

@@ -1,4 +1,4 @@
-#include "socket/rendezvous_owner.h"
+#include "sanlib/socket/rendezvous_owner.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "common/log.h"
-#include "common/this_pid.h"
-#include "socket/handover.h"
-#include "socket/kernel.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/log.h"
+#include "sanlib/common/this_pid.h"
+#include "sanlib/socket/handover.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 namespace {

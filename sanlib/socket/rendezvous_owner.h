@@ -19,10 +19,10 @@
 
 #include <memory>
 
-#include "common/status.h"
-#include "proto/stream.h"
-#include "proto/wire.h"
-#include "socket/san_socket.h"
+#include "sanlib/common/status.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/san_socket.h"
 
 namespace san {
 

@@ -1,4 +1,4 @@
-#include "socket/runtime.h"
+#include "sanlib/socket/runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,15 +11,15 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "common/clock.h"
-#include "common/fd_placement.h"
-#include "common/file_identity.h"
-#include "common/log.h"
-#include "common/this_pid.h"
-#include "fabric/address.h"
-#include "fabric/registry.h"
-#include "socket/late_fork.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/file_identity.h"
+#include "sanlib/common/log.h"
+#include "sanlib/common/this_pid.h"
+#include "sanlib/fabric/address.h"
+#include "sanlib/fabric/registry.h"
+#include "sanlib/socket/late_fork.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 

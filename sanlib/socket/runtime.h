@@ -17,14 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/file_identity.h"
-#include "common/unique_fd.h"
-#include "fabric/provider.h"
-#include "proto/stream.h"
-#include "socket/close_thread.h"
-#include "socket/connection_thread.h"
-#include "socket/socket_table.h"
+#include "sanlib/common/config.h"
+#include "sanlib/common/file_identity.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/socket/close_thread.h"
+#include "sanlib/socket/connection_thread.h"
+#include "sanlib/socket/socket_table.h"
 
 namespace san {
 

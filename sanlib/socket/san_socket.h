@@ -20,10 +20,10 @@
 #include <memory>
 #include <string>
 
-#include "common/unique_fd.h"
-#include "proto/stream.h"
-#include "socket/late_upgrade.h"
-#include "socket/waiter_set.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/socket/late_upgrade.h"
+#include "sanlib/socket/waiter_set.h"
 
 namespace san {
 

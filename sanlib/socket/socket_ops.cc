@@ -9,16 +9,16 @@
 #include <cstring>
 #include <thread>
 
-#include "common/clock.h"
-#include "common/fd_placement.h"
-#include "common/log.h"
-#include "proto/wire.h"
 #include "san/san.h"
-#include "socket/kernel.h"
-#include "socket/rendezvous_owner.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
-#include "socket/tcp_move.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/log.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/rendezvous_owner.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
+#include "sanlib/socket/tcp_move.h"
 
 namespace san {
 namespace {

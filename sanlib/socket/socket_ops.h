@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "fabric/provider.h"
-#include "proto/wire.h"
-#include "socket/san_socket.h"
-#include "socket/socket_table.h"
+#include "sanlib/fabric/provider.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/san_socket.h"
+#include "sanlib/socket/socket_table.h"
 
 struct san_info;
 

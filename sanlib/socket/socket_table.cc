@@ -1,4 +1,4 @@
-#include "socket/socket_table.h"
+#include "sanlib/socket/socket_table.h"
 
 namespace san {
 

@@ -15,8 +15,8 @@
 #include <new>
 #include <shared_mutex>
 
-#include "common/fd_index.h"
-#include "socket/san_socket.h"
+#include "sanlib/common/fd_index.h"
+#include "sanlib/socket/san_socket.h"
 
 namespace san {
 

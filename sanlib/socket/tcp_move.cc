@@ -1,4 +1,4 @@
-#include "socket/tcp_move.h"
+#include "sanlib/socket/tcp_move.h"
 
 #include <string>
 
@@ -7,13 +7,13 @@
 
 #include <cerrno>
 
-#include "common/clock.h"
-#include "common/fd_placement.h"
-#include "common/log.h"
-#include "proto/wire.h"
-#include "socket/deadline_io.h"
-#include "socket/kernel.h"
-#include "socket/runtime.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/log.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/deadline_io.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/runtime.h"
 
 namespace san {
 namespace {

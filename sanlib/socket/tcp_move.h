@@ -15,9 +15,9 @@
 
 #include <cstdint>
 
-#include "common/status.h"
-#include "proto/stream.h"
-#include "socket/san_socket.h"
+#include "sanlib/common/status.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/socket/san_socket.h"
 
 namespace san {
 

@@ -18,15 +18,15 @@
 #include <fstream>
 #include <string>
 
-#include "common/clock.h"
-#include "common/fnv1a.h"
-#include "common/log.h"
-#include "proto/upgrade_wire.h"
-#include "proto/wire.h"
-#include "socket/deadline_io.h"
-#include "socket/kernel.h"
-#include "socket/runtime.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fnv1a.h"
+#include "sanlib/common/log.h"
+#include "sanlib/proto/upgrade_wire.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/deadline_io.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 namespace {
@@ -171,7 +171,8 @@ int Upgrade(int fd) {
   // A late move (late_upgrade.h) must not happen beside the in-band one: one that has not begun
   // is given up (the peer, asked the same, does the same); one under way is finished (the peer
   // finishes it in its own san_upgrade), and only if it fails do the ends talk in band.
-  if (LatePending(*s) && !FinishLateUpgrade(*s)) EndLateUpgrade(*s, false, "moved in band (san_upgrade)");
+  if (LatePending(*s) && !FinishLateUpgrade(*s))
+    EndLateUpgrade(*s, false, "moved in band (san_upgrade)");
   if (s->mode.load(std::memory_order_acquire) == SocketMode::kShm) return 0;
   const uint64_t deadline = NowNs() + uint64_t{kDeadlineMs} * 1000000;
   std::string why;

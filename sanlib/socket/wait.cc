@@ -7,11 +7,11 @@
 
 #include <vector>
 
-#include "common/fd_placement.h"
-#include "common/log.h"
-#include "common/this_pid.h"
-#include "socket/kernel.h"
-#include "socket/socket_ops.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/log.h"
+#include "sanlib/common/this_pid.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 namespace {

@@ -18,7 +18,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/this_pid.h"
+#include "sanlib/common/this_pid.h"
 
 namespace san {
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "tools/stat_report.h"
+#include "sanlib/tools/stat_report.h"
 
 namespace {
 
@@ -44,20 +44,30 @@ std::string JsonString(const std::string& s) {
 int main(int argc, char** argv) {
   bool all = false, listening = false, json = false;
   int only_pid = 0;
-  static const option kOptions[] = {{"all", no_argument, nullptr, 'a'},
-                                    {"listening", no_argument, nullptr, 'l'},
-                                    {"pid", required_argument, nullptr, 'p'},
-                                    {"json", no_argument, nullptr, 'j'},
-                                    {"help", no_argument, nullptr, 'h'},
-                                    {nullptr, 0, nullptr, 0}};
+  static const option kOptions[] = {
+      {"all", no_argument, nullptr, 'a'},       {"listening", no_argument, nullptr, 'l'},
+      {"pid", required_argument, nullptr, 'p'}, {"json", no_argument, nullptr, 'j'},
+      {"help", no_argument, nullptr, 'h'},      {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "alp:h", kOptions, nullptr)) != -1;) {
     switch (c) {
-      case 'a': all = true; break;
-      case 'l': listening = true; break;
-      case 'p': only_pid = atoi(optarg); break;
-      case 'j': json = true; break;
-      case 'h': Usage(stdout); return 0;
-      default: Usage(stderr); return 2;
+      case 'a':
+        all = true;
+        break;
+      case 'l':
+        listening = true;
+        break;
+      case 'p':
+        only_pid = atoi(optarg);
+        break;
+      case 'j':
+        json = true;
+        break;
+      case 'h':
+        Usage(stdout);
+        return 0;
+      default:
+        Usage(stderr);
+        return 2;
     }
   }
   std::ifstream unix_table("/proc/net/unix");
@@ -86,14 +96,15 @@ int main(int argc, char** argv) {
     const bool is_listen = r.role == "listen";
     if (listening ? !is_listen : (!all && is_listen)) continue;
     if (json) {
-      printf("{\"pid\":%d,\"command\":%s,\"fd\":%d,\"role\":%s,\"mode\":%s,\"local\":%s,"
-             "\"peer\":%s,\"bytes_sent\":%llu,\"bytes_received\":%llu,\"credits\":%u,\"mtu\":%u,"
-             "\"phase\":%s,\"fallback\":%s}\n",
-             r.pid, JsonString(r.comm).c_str(), r.fd, JsonString(r.role).c_str(),
-             JsonString(r.mode).c_str(), JsonString(r.local).c_str(), JsonString(r.peer).c_str(),
-             static_cast<unsigned long long>(r.bytes_sent),
-             static_cast<unsigned long long>(r.bytes_received), r.credits, r.mtu,
-             JsonString(r.phase).c_str(), JsonString(r.reason).c_str());
+      printf(
+          "{\"pid\":%d,\"command\":%s,\"fd\":%d,\"role\":%s,\"mode\":%s,\"local\":%s,"
+          "\"peer\":%s,\"bytes_sent\":%llu,\"bytes_received\":%llu,\"credits\":%u,\"mtu\":%u,"
+          "\"phase\":%s,\"fallback\":%s}\n",
+          r.pid, JsonString(r.comm).c_str(), r.fd, JsonString(r.role).c_str(),
+          JsonString(r.mode).c_str(), JsonString(r.local).c_str(), JsonString(r.peer).c_str(),
+          static_cast<unsigned long long>(r.bytes_sent),
+          static_cast<unsigned long long>(r.bytes_received), r.credits, r.mtu,
+          JsonString(r.phase).c_str(), JsonString(r.reason).c_str());
     } else {
       printf("%-7d %-12s %4d %-6s %-4s %-22s %-22s %12llu %12llu %4u %-10s %s\n", r.pid,
              r.comm.c_str(), r.fd, r.role.c_str(), r.mode.c_str(), r.local.c_str(), r.peer.c_str(),

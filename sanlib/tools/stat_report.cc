@@ -1,4 +1,4 @@
-#include "tools/stat_report.h"
+#include "sanlib/tools/stat_report.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <sstream>
 
-#include "common/clock.h"
-#include "common/control_name.h"
-#include "common/unique_fd.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/control_name.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san::tools {
 namespace {
@@ -57,7 +57,8 @@ std::vector<int> StatPids(const std::string& proc_net_unix) {
     const size_t at = line.rfind(kListedPrefix);
     if (at == std::string::npos) continue;
     uint64_t pid = 0;
-    if (!ParseUnsigned(line.substr(at + kListedPrefix.size()), &pid) || pid == 0 || pid > 1u << 22) {
+    if (!ParseUnsigned(line.substr(at + kListedPrefix.size()), &pid) || pid == 0 ||
+        pid > 1u << 22) {
       continue;
     }
     // A listening socket and its accepted connections share the name: list each pid once.

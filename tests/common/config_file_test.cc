@@ -1,6 +1,6 @@
 // The system-wide settings file (common/config_file.h): parsing, where errors are reported, and
 // that the environment wins over the file.
-#include "common/config_file.h"
+#include "sanlib/common/config_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "common/config.h"
+#include "sanlib/common/config.h"
 
 #include <gtest/gtest.h>
 

@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/log.h"
+#include "sanlib/common/log.h"
 
 namespace san {
 namespace {
@@ -88,8 +88,8 @@ TEST(Log, SinkFollowsTheSettingAndWhatFd2Is) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, u), 0);
   EXPECT_EQ(ChooseLogSink("", client), LogSink::kSyslog);  // a peer would read it
   EXPECT_EQ(ChooseLogSink("", p[1]), LogSink::kFd2);
-  EXPECT_EQ(ChooseLogSink("", u[0]), LogSink::kFd2);  // journald's stream is AF_UNIX
-  EXPECT_EQ(ChooseLogSink("", 1000000), LogSink::kFd2);  // closed: the write fails harmlessly
+  EXPECT_EQ(ChooseLogSink("", u[0]), LogSink::kFd2);          // journald's stream is AF_UNIX
+  EXPECT_EQ(ChooseLogSink("", 1000000), LogSink::kFd2);       // closed: the write fails harmlessly
   EXPECT_EQ(ChooseLogSink("stderr", client), LogSink::kFd2);  // asked for
   EXPECT_EQ(ChooseLogSink("none", p[1]), LogSink::kNone);
   EXPECT_EQ(ChooseLogSink("syslog", p[1]), LogSink::kSyslog);

@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/unique_fd.h"
-#include "common/peer_uid.h"
+#include "sanlib/common/peer_uid.h"
+#include "sanlib/common/unique_fd.h"
 
 namespace san {
 namespace {
@@ -90,9 +90,7 @@ void LookupOverLoopback(int family, const char* addr) {
   EXPECT_EQ(none.status().code(), ENOENT) << none.status().ToString();
 }
 
-TEST(PeerUid, LookupFindsTheOwnerOfALoopbackPeerV4) {
-  LookupOverLoopback(AF_INET, "127.0.0.1");
-}
+TEST(PeerUid, LookupFindsTheOwnerOfALoopbackPeerV4) { LookupOverLoopback(AF_INET, "127.0.0.1"); }
 TEST(PeerUid, LookupFindsTheOwnerOfALoopbackPeerV6) { LookupOverLoopback(AF_INET6, "::1"); }
 
 }  // namespace

@@ -1,14 +1,14 @@
 // SAN_PEER_USERS (common/peer_users.h): the syntax Parse accepts and refuses, and Allows against
 // this machine's real password and group databases (root, daemon and nobody exist on every
 // Debian system; nobody's group is nogroup).
-#include "common/peer_users.h"
+#include "sanlib/common/peer_users.h"
 
 #include <grp.h>
 #include <pwd.h>
 
 #include <gtest/gtest.h>
 
-#include "common/config.h"
+#include "sanlib/common/config.h"
 #include "support/fake_getenv.h"
 
 namespace san {
@@ -67,9 +67,9 @@ TEST(PeerUsers, ListsOfUidsNamesAndGroups) {
 }
 
 TEST(PeerUsers, MalformedPoliciesAreRefused) {
-  for (const char* bad : {"", " ", ",", "daemon,", ",daemon", "daemon,,nobody", "@", "any,daemon",
-                          "-rf", "a b", "da;mon", "4294967295", "99999999999", "@@x", "$x",
-                          "nobody$x", "-1", "+5"}) {
+  for (const char* bad :
+       {"", " ", ",", "daemon,", ",daemon", "daemon,,nobody", "@", "any,daemon", "-rf", "a b",
+        "da;mon", "4294967295", "99999999999", "@@x", "$x", "nobody$x", "-1", "+5"}) {
     EXPECT_FALSE(PeerUsers::Parse(bad).ok()) << "'" << bad << "'";
   }
   for (const char* good : {"0", "same,0", "www-data", "user.name", "machine$", "@_ssh", "a_b-c"}) {

@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/clock.h"
-#include "common/config.h"
-#include "common/spin_governor.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/config.h"
+#include "sanlib/common/spin_governor.h"
 
 namespace san {
 namespace {

@@ -1,8 +1,8 @@
-#include "common/status.h"
+#include "sanlib/common/status.h"
 
 #include <gtest/gtest.h>
 
-#include "common/shared_mapping.h"
+#include "sanlib/common/shared_mapping.h"
 
 namespace san {
 namespace {

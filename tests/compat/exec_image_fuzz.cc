@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-#include "socket/exec_image.h"
+#include "sanlib/socket/exec_image.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto decoded = san::exec::DecodeInheritance(

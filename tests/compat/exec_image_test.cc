@@ -1,7 +1,7 @@
 // The exec inheritance record (socket/exec_image.h): round trips, every refusal, and a replay of a
 // seeded random corpus (the fuzz target's inputs, for GCC builds and CI): mutated valid records
 // and raw bytes must decode or be refused, never crash.
-#include "socket/exec_image.h"
+#include "sanlib/socket/exec_image.h"
 
 #include <gtest/gtest.h>
 

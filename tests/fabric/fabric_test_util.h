@@ -15,8 +15,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/clock.h"
-#include "fabric/provider.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::testing {
 

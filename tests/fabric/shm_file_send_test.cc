@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "fabric/registry.h"
 #include "fabric_test_util.h"
+#include "sanlib/fabric/registry.h"
 #include "support/temp_file.h"
 
 namespace san::fabric {

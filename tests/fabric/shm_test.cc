@@ -14,12 +14,12 @@
 
 #include <gtest/gtest.h>
 
-#include "fabric/registry.h"
-#include "fabric/shm/rendezvous.h"
-#include "fabric/shm/shm_endpoint.h"
-#include "fabric/shm/shm_layout.h"
-#include "fabric/shm/shm_provider.h"
 #include "fabric_test_util.h"
+#include "sanlib/fabric/registry.h"
+#include "sanlib/fabric/shm/rendezvous.h"
+#include "sanlib/fabric/shm/shm_endpoint.h"
+#include "sanlib/fabric/shm/shm_layout.h"
+#include "sanlib/fabric/shm/shm_provider.h"
 #include "seccomp_util.h"
 
 namespace san::fabric {

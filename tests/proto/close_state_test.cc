@@ -1,6 +1,6 @@
 // The FIN/FINACK handshake (proto/close_state.h): every phase, every transition, and the peer
 // inputs that are protocol errors.
-#include "proto/close_state.h"
+#include "sanlib/proto/close_state.h"
 
 #include <algorithm>
 #include <string>

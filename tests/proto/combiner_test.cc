@@ -1,6 +1,6 @@
 // Small-message combining (proto/combiner.h): one test per rule of the header comment, plus the
 // boundaries between them.
-#include "proto/combiner.h"
+#include "sanlib/proto/combiner.h"
 
 #include <gtest/gtest.h>
 

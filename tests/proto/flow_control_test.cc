@@ -1,5 +1,5 @@
 // Window flow control and delayed ACKs (proto/flow_control.h) as pure state.
-#include "proto/flow_control.h"
+#include "sanlib/proto/flow_control.h"
 
 #include <gtest/gtest.h>
 

@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "fabric/registry.h"
-#include "proto/stream.h"
-#include "proto/wire.h"
+#include "sanlib/fabric/registry.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/proto/wire.h"
 #include "stream_test_util.h"
 
 namespace san::proto {

@@ -32,8 +32,8 @@ class StreamFile : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
     testing::PairOptions opt;
-    fabric::Provider* provider =
-        fabric::GetProvider(GetParam() == Path::kProvider ? "shm" : "loopback");
+    fabric::Provider* provider = GetParam() == Path::kProvider ? fabric::GetProvider("shm")
+                                                               : fabric::loopback::SharedProvider();
     ASSERT_NE(provider, nullptr);
     opt.caps = provider->capabilities();
     if (GetParam() == Path::kStaging) opt.caps &= ~uint32_t{fabric::kCapSendFromFile};

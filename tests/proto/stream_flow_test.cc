@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "proto/flow_control.h"
-#include "proto/stream.h"
+#include "sanlib/proto/flow_control.h"
+#include "sanlib/proto/stream.h"
 #include "stream_test_util.h"
 
 namespace san::proto {

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "proto/stream.h"
-#include "proto/wire.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/proto/wire.h"
 #include "stream_test_util.h"
 
 namespace san::proto {
@@ -460,8 +460,8 @@ class proto_stream_single_copy_hostile : public ::testing::Test {
   Status Raw(PacketType type, const void* body, uint32_t length) {
     fabric::SendWork w;
     w.id = 0x7777;
-    w.imm = EncodeImm(Header{type, 0, static_cast<uint16_t>(attacker().Stats().packets_sent +
-                                                            raw_sent_++)});
+    w.imm = EncodeImm(
+        Header{type, 0, static_cast<uint16_t>(attacker().Stats().packets_sent + raw_sent_++)});
     w.num_segments = 1;
     w.segments[0] = fabric::Segment{body, length, 0};
     return attacker().endpoint().PostSend(w);
@@ -475,7 +475,8 @@ class proto_stream_single_copy_hostile : public ::testing::Test {
     return Raw(PacketType::kPut, bytes, sizeof bytes);
   }
   int VictimError() {
-    PumpUntil(pair_, [&] { return victim().GetReadiness().error != 0; }, 1000);
+    PumpUntil(
+        pair_, [&] { return victim().GetReadiness().error != 0; }, 1000);
     return victim().GetReadiness().error;
   }
   StreamPair pair_;
@@ -535,7 +536,8 @@ TEST_F(proto_stream_single_copy_hostile, MalformedBodies) {
     w.num_segments = 1;
     w.segments[0] = fabric::Segment{junk, which == 0 ? 31u : 32u, 0};  // short; bad magic
     ASSERT_TRUE(p.server->endpoint().PostSend(w).ok());
-    PumpUntil(p, [&] { return p.client->GetReadiness().error != 0; }, 1000);
+    PumpUntil(
+        p, [&] { return p.client->GetReadiness().error != 0; }, 1000);
     EXPECT_EQ(p.client->GetReadiness().error, EPROTO);
   }
 }

@@ -2,7 +2,7 @@
 // byte-stream integrity, sequence wrap, MSG_PEEK, half-close, the close handshake and abort. The
 // window, ACKs and combining are in stream_flow_test.cc, faults and hostile peers in
 // stream_fault_test.cc, threads in stream_thread_test.cc.
-#include "proto/stream.h"
+#include "sanlib/proto/stream.h"
 
 #include <cstring>
 #include <string>
@@ -250,8 +250,9 @@ TEST(proto_stream, SequenceNumbersWrap) {
 
 // Random schedules over small, asymmetric windows and thresholds: sends and reads of random sizes,
 // flushes, peeks, one side frozen for stretches (so ACKs and data pile up unreaped in its queue),
-// half-closes. The w/t + 1 receives reserved for ACKs and the FIN must always suffice (the provider breaks the connection
-// on a send that finds none), and each direction's bytes must arrive whole, in order, then EOF.
+// half-closes. The w/t + 1 receives reserved for ACKs and the FIN must always suffice (the provider
+// breaks the connection on a send that finds none), and each direction's bytes must arrive whole,
+// in order, then EOF.
 // ---- MSG_PEEK and FIONREAD ---------------------------------------------------------------------
 
 TEST(proto_stream, PeekLeavesDataQueued) {

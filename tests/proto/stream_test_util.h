@@ -19,10 +19,10 @@
 #include <gtest/gtest.h>
 
 #include "../fabric/fabric_test_util.h"
-#include "fabric/loopback/loopback_endpoint.h"
-#include "fabric/loopback/loopback_provider.h"
-#include "fabric/registry.h"
-#include "proto/stream.h"
+#include "sanlib/fabric/registry.h"
+#include "sanlib/proto/stream.h"
+#include "support/loopback/loopback_endpoint.h"
+#include "support/loopback/loopback_provider.h"
 
 namespace san::proto::testing {
 
@@ -182,9 +182,9 @@ inline std::vector<uint8_t> Transfer(Stream& from, Stream& to, const std::vector
     }
     from.Progress();
   }
-  EXPECT_EQ(got.size(), data.size()) << "stalled: sent " << sent << ", sender "
-                                     << from.Stats().credits << "/" << from.Stats().window
-                                     << " credits, error " << from.GetReadiness().error;
+  EXPECT_EQ(got.size(), data.size())
+      << "stalled: sent " << sent << ", sender " << from.Stats().credits << "/"
+      << from.Stats().window << " credits, error " << from.GetReadiness().error;
   return got;
 }
 
@@ -244,7 +244,7 @@ inline std::vector<uint8_t> ReadExactly(StreamPair& p, Stream& reader, size_t n,
 // ---- shorthands shared by the single-thread Stream tests ----
 
 inline fabric::Provider* SharedLoopback() {
-  fabric::Provider* p = fabric::GetProvider("loopback");
+  fabric::Provider* p = fabric::loopback::SharedProvider();
   EXPECT_NE(p, nullptr);
   return p;
 }

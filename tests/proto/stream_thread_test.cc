@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/clock.h"
-#include "fabric/registry.h"
-#include "proto/stream.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/fabric/registry.h"
+#include "sanlib/proto/stream.h"
 #include "stream_test_util.h"
 
 namespace san::proto {
@@ -122,7 +122,7 @@ bool Close(Stream& s, Shared& sh) {
 TEST(proto_stream_thread, OneWay64MiB) {
   constexpr uint64_t kTotal = 64ull << 20;
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(MakePair(fabric::GetProvider("loopback"), PairOptions(), &pair));
+  ASSERT_NO_FATAL_FAILURE(MakePair(fabric::loopback::SharedProvider(), PairOptions(), &pair));
   Shared sh;
   std::string send_error, recv_error;
   uint64_t sent = 0, got = 0;
@@ -166,7 +166,7 @@ TEST(proto_stream_thread, FullDuplex) {
   opt.client_params.mtu = 8192;
   opt.server_params = opt.client_params;
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(MakePair(fabric::GetProvider("loopback"), opt, &pair));
+  ASSERT_NO_FATAL_FAILURE(MakePair(fabric::loopback::SharedProvider(), opt, &pair));
   Shared sh;
   struct Side {
     Stream* s;
@@ -227,7 +227,7 @@ TEST(proto_stream_thread, FullDuplex) {
 TEST(proto_stream_thread, TwoThreadsShareOneStream) {
   constexpr uint64_t kTotal = 4ull << 20;
   StreamPair pair;
-  ASSERT_NO_FATAL_FAILURE(MakePair(fabric::GetProvider("loopback"), PairOptions(), &pair));
+  ASSERT_NO_FATAL_FAILURE(MakePair(fabric::loopback::SharedProvider(), PairOptions(), &pair));
   Shared sh;
   std::string send_error, recv_error, echo_error;
   uint64_t sent = 0, got = 0, echoed = 0;

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "proto/wire.h"
+#include "sanlib/proto/wire.h"
 
 namespace {
 

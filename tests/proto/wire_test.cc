@@ -1,7 +1,7 @@
 // Wire format (proto/wire.h): the immediate, the WAKEUP body and the connect request. Round trips,
 // every rejection the decoders promise, and a randomized check that decoding arbitrary input never
 // misbehaves and that whatever is accepted re-encodes to the very same bytes.
-#include "proto/wire.h"
+#include "sanlib/proto/wire.h"
 
 #include <arpa/inet.h>
 

@@ -22,11 +22,11 @@
 
 #include <gtest/gtest.h>
 
-#include "fabric/shm/shm_endpoint.h"
-#include "fabric/shm/shm_layout.h"
-#include "proto/wire.h"
 #include "robust_util.h"
-#include "socket/runtime.h"
+#include "sanlib/fabric/shm/shm_endpoint.h"
+#include "sanlib/fabric/shm/shm_layout.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/runtime.h"
 
 #if defined(__SANITIZE_THREAD__)
 // Every test forks children of a multithreaded process (sanlib's threads, the Watchdog) that start

@@ -20,7 +20,7 @@
 
 #include "../fabric/seccomp_util.h"
 #include "robust_util.h"
-#include "socket/runtime.h"
+#include "sanlib/socket/runtime.h"
 
 // Fork children start sanlib's threads (as in fork_test.cc): let them under ThreadSanitizer.
 extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
@@ -35,9 +35,7 @@ const bool kSingleCopyOn = setenv("SAN_SINGLE_COPY", "on", 1) == 0;
 constexpr int kNoToken = 60, kSendFailed = 61, kSeccompFailed = 62, kConnectFailed = 63,
               kRecvFailed = 64;
 
-proto::StreamStats StatsOf(int fd) {
-  return Runtime::Get().table().Find(fd)->stream->Stats();
-}
+proto::StreamStats StatsOf(int fd) { return Runtime::Get().table().Find(fd)->stream->Stats(); }
 
 // Waits until `fd` has offered more than `before` windows (the reader is waiting in one).
 bool WaitOffer(int fd, uint64_t before) {
@@ -123,7 +121,8 @@ bool ReadMessage(int fd, uint64_t pos, size_t len, Shape shape) {
         break;
     }
     if (n <= 0) {
-      fprintf(stderr, "ReadMessage: recv returned %zd (%s) after %zu of %zu\n", n, strerror(errno), got, len);
+      fprintf(stderr, "ReadMessage: recv returned %zd (%s) after %zu of %zu\n", n, strerror(errno),
+              got, len);
       return false;
     }
     if (got + static_cast<size_t>(n) > len) return false;
@@ -143,7 +142,8 @@ int SendOnTokens(int fd, Channel& tokens, const std::vector<size_t>& sizes, bool
       char t;
       if (!tokens.Get(&t, 10000)) return kNoToken;
     }
-    const bool ok = i % 2 ? WritevPattern(fd, pos, sizes[i]) : SendPattern(fd, pos, sizes[i]) == sizes[i];
+    const bool ok =
+        i % 2 ? WritevPattern(fd, pos, sizes[i]) : SendPattern(fd, pos, sizes[i]) == sizes[i];
     if (!ok) return kSendFailed;
     pos += sizes[i];
   }
@@ -164,8 +164,8 @@ TEST(SocketSingleCopy, ManySizesAndShapesArriveIntactByOneCopy) {
   ASSERT_TRUE(kSingleCopyOn);
   ASSERT_TRUE(Runtime::Get().config().single_copy);
   // The first message primes the receiver (it offers windows only to a peer that sends big).
-  const std::vector<size_t> sizes = {100000, 65536, 65537, 100000, 262144, 1 << 20, 3000007,
-                                     131072, 500000, 65536, 777777, 1000000};
+  const std::vector<size_t> sizes = {100000,  65536,  65537,  100000, 262144, 1 << 20,
+                                     3000007, 131072, 500000, 65536,  777777, 1000000};
   Link link;
   ASSERT_NO_FATAL_FAILURE(Open(&link, [&](int fd, Channel& tokens) {
     return SendOnTokens(fd, tokens, sizes, /*first_untokened=*/true);
@@ -243,7 +243,8 @@ TEST(SocketSingleCopy, SignalInterruptsWithAWindowOut) {
   const std::vector<size_t> sizes = {100000, 150000};
   Link link;
   ASSERT_NO_FATAL_FAILURE(OpenPrimed(&link, sizes));
-  struct sigaction sa{}, old{};
+  struct sigaction sa {
+  }, old{};
   sa.sa_handler = OnSignal;  // no SA_RESTART: the call returns EINTR
   ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
   const uint64_t offered = StatsOf(link.fd).windows_offered;
@@ -299,7 +300,8 @@ TEST(SocketSingleCopy, RefusedAtSetUpFallsBackToTheRing) {
   const std::vector<size_t> sizes = {100000, 300000, 1 << 20};
   Link link;
   ASSERT_NO_FATAL_FAILURE(Open(
-      &link, [&](int fd, Channel&) {
+      &link,
+      [&](int fd, Channel&) {
         uint64_t pos = 0;
         for (size_t s : sizes) {
           if (SendPattern(fd, pos, s) != s) return kSendFailed;

@@ -20,10 +20,10 @@
 
 #include <gtest/gtest.h>
 
-#include "common/clock.h"
 #include "robust_util.h"
-#include "socket/runtime.h"
-#include "socket/tcp_move.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/tcp_move.h"
 
 namespace san::testing {
 namespace {

@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "proto/upgrade_wire.h"
 #include "san/san.h"
+#include "sanlib/proto/upgrade_wire.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include "support/inet.h"
 
 #include "san/san.h"
-#include "tools/stat_report.h"
+#include "sanlib/tools/stat_report.h"
 
 namespace {
 
@@ -56,7 +56,8 @@ TEST(Sanstat, ListsShmAndFallbackSocketsOfALiveProcess) {
   to = Loopback(PortOf(plain));
   ASSERT_EQ(san_connect(tcp_client, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
 
-  const std::string out = Capture(std::string(SANSTAT_BIN) + " -a --json -p " + std::to_string(getpid()));
+  const std::string out =
+      Capture(std::string(SANSTAT_BIN) + " -a --json -p " + std::to_string(getpid()));
   auto has = [&](const std::string& needle) { return out.find(needle) != std::string::npos; };
   const std::string fd = "\"fd\":";
   EXPECT_TRUE(has(fd + std::to_string(shm_client) + ",\"role\":\"conn\",\"mode\":\"shm\"")) << out;
@@ -75,7 +76,8 @@ TEST(Sanstat, ListsShmAndFallbackSocketsOfALiveProcess) {
   for (int f : {shm_client, shm_server, tcp_client, lfd}) EXPECT_EQ(san_close(f), 0);
   close(plain);
   // A closed socket disappears from the report.
-  const std::string after = Capture(std::string(SANSTAT_BIN) + " -a --json -p " + std::to_string(getpid()));
+  const std::string after =
+      Capture(std::string(SANSTAT_BIN) + " -a --json -p " + std::to_string(getpid()));
   EXPECT_EQ(after.find(fd + std::to_string(shm_client) + ","), std::string::npos) << after;
 }
 

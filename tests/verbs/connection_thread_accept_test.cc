@@ -14,11 +14,11 @@
 #include <gtest/gtest.h>
 
 #include "../fabric/fabric_test_util.h"
-#include "fabric/loopback/loopback_provider.h"
-#include "proto/stream.h"
-#include "proto/wire.h"
-#include "socket/connection_thread.h"
-#include "socket/socket_table.h"
+#include "sanlib/proto/stream.h"
+#include "sanlib/proto/wire.h"
+#include "sanlib/socket/connection_thread.h"
+#include "sanlib/socket/socket_table.h"
+#include "support/loopback/loopback_provider.h"
 
 namespace san {
 namespace {

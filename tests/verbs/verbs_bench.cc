@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "fabric/registry.h"
-#include "proto/stream.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/fabric/registry.h"
+#include "sanlib/proto/stream.h"
 
 namespace {
 

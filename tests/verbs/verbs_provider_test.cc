@@ -11,13 +11,13 @@
 
 #include <gtest/gtest.h>
 
-#include "fabric/verbs/verbs_wire.h"
+#include "sanlib/fabric/verbs/verbs_wire.h"
 #include "verbs_test_util.h"
 
 #ifdef SAN_TEST_HAVE_VERBS
 #include <rdma/rdma_cma.h>
 
-#include "fabric/verbs/verbs_endpoint.h"
+#include "sanlib/fabric/verbs/verbs_endpoint.h"
 #endif
 
 namespace san::fabric {

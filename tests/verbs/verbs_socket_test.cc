@@ -24,7 +24,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fabric/registry.h"
+#include "sanlib/fabric/registry.h"
 #include "verbs_test_util.h"
 
 namespace {

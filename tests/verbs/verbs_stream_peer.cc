@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "fabric/registry.h"
-#include "proto/stream.h"
+#include "sanlib/fabric/registry.h"
+#include "sanlib/proto/stream.h"
 
 int main(int argc, char** argv) {
   using namespace san;

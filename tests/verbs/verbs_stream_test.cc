@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/clock.h"
+#include "sanlib/common/clock.h"
 #ifdef SAN_TEST_HAVE_VERBS
-#include "fabric/verbs/verbs_endpoint.h"
+#include "sanlib/fabric/verbs/verbs_endpoint.h"
 #endif
 #include "verbs_test_util.h"
 

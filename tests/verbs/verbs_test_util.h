@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "../fabric/fabric_test_util.h"
-#include "fabric/registry.h"
-#include "proto/stream.h"
+#include "sanlib/fabric/registry.h"
+#include "sanlib/proto/stream.h"
 
 namespace san::verbs_testing {
 

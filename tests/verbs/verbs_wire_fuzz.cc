@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "fabric/verbs/verbs_wire.h"
+#include "sanlib/fabric/verbs/verbs_wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   san::Result<san::fabric::ConnectData> d = san::fabric::verbs::DecodeRequest(data, size);

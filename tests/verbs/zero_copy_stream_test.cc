@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "../proto/stream_test_util.h"
-#include "common/clock.h"
+#include "sanlib/common/clock.h"
 
 namespace san::proto {
 namespace {

@@ -1,4 +1,4 @@
-#include "fabric/shm/local_state.h"
+#include "sanlib/fabric/shm/local_state.h"
 
 #include <sys/mman.h>
 

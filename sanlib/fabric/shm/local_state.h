@@ -17,8 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/status.h"
-#include "fabric/shm/shm_layout.h"
+#include "sanlib/common/status.h"
+#include "sanlib/fabric/shm/shm_layout.h"
 
 namespace san::fabric::shm {
 

@@ -1,4 +1,4 @@
-#include "fabric/shm/rendezvous.h"
+#include "sanlib/fabric/shm/rendezvous.h"
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
@@ -10,10 +10,10 @@
 #include <cstring>
 #include <vector>
 
-#include "fabric/address.h"
+#include "sanlib/fabric/address.h"
 
-#include "common/fd_placement.h"
-#include "common/scm_rights.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/scm_rights.h"
 
 namespace san::fabric::shm {
 namespace {

@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
-#include "common/unique_fd.h"
-#include "fabric/provider.h"
+#include "sanlib/common/status.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::shm {
 

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "fabric/shm/shm_layout.h"
+#include "sanlib/fabric/shm/shm_layout.h"
 
 namespace san::fabric::shm {
 

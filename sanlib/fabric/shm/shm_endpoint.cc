@@ -1,4 +1,4 @@
-#include "fabric/shm/shm_endpoint.h"
+#include "sanlib/fabric/shm/shm_endpoint.h"
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -10,10 +10,10 @@
 #include <cstring>
 #include <utility>
 
-#include "common/clock.h"
-#include "common/fd_placement.h"
-#include "fabric/shm/rendezvous.h"
-#include "fabric/shm/ring.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/fabric/shm/rendezvous.h"
+#include "sanlib/fabric/shm/ring.h"
 
 namespace san::fabric::shm {
 namespace {

@@ -22,11 +22,11 @@
 
 #include <cstdint>
 
-#include "common/shared_mapping.h"
-#include "common/unique_fd.h"
-#include "fabric/provider.h"
-#include "fabric/shm/local_state.h"
-#include "fabric/shm/shm_layout.h"
+#include "sanlib/common/shared_mapping.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
+#include "sanlib/fabric/shm/local_state.h"
+#include "sanlib/fabric/shm/shm_layout.h"
 
 namespace san::fabric::shm {
 

@@ -1,4 +1,4 @@
-#include "fabric/shm/shm_listener.h"
+#include "sanlib/fabric/shm/shm_listener.h"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -6,13 +6,13 @@
 #include <cstring>
 #include <utility>
 
-#include "common/clock.h"
-#include "common/fd_placement.h"
-#include "common/log.h"
-#include "common/shared_mapping.h"
-#include "fabric/shm/rendezvous.h"
-#include "fabric/shm/shm_endpoint.h"
-#include "fabric/shm/shm_layout.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/log.h"
+#include "sanlib/common/shared_mapping.h"
+#include "sanlib/fabric/shm/rendezvous.h"
+#include "sanlib/fabric/shm/shm_endpoint.h"
+#include "sanlib/fabric/shm/shm_layout.h"
 
 namespace san::fabric::shm {
 namespace {

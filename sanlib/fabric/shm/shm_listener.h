@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "common/unique_fd.h"
-#include "fabric/provider.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::shm {
 

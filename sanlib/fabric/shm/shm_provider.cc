@@ -1,4 +1,4 @@
-#include "fabric/shm/shm_provider.h"
+#include "sanlib/fabric/shm/shm_provider.h"
 
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -10,14 +10,14 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/clock.h"
-#include "common/fd_placement.h"
-#include "common/shared_mapping.h"
-#include "fabric/address.h"
-#include "fabric/shm/rendezvous.h"
-#include "fabric/shm/shm_endpoint.h"
-#include "fabric/shm/shm_layout.h"
-#include "fabric/shm/shm_listener.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/shared_mapping.h"
+#include "sanlib/fabric/address.h"
+#include "sanlib/fabric/shm/rendezvous.h"
+#include "sanlib/fabric/shm/shm_endpoint.h"
+#include "sanlib/fabric/shm/shm_layout.h"
+#include "sanlib/fabric/shm/shm_listener.h"
 
 namespace san::fabric::shm {
 namespace {

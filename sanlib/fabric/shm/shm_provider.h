@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "fabric/provider.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::shm {
 

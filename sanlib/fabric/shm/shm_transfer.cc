@@ -14,10 +14,10 @@
 #include <bit>
 #include <cstring>
 
-#include "fabric/shm/rendezvous.h"
+#include "sanlib/fabric/shm/rendezvous.h"
 
-#include "common/fd_placement.h"
-#include "fabric/shm/shm_endpoint.h"
+#include "sanlib/common/fd_placement.h"
+#include "sanlib/fabric/shm/shm_endpoint.h"
 
 namespace san::fabric::shm {
 namespace {

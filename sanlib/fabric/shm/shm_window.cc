@@ -28,9 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/clock.h"
-#include "common/this_pid.h"
-#include "fabric/shm/shm_endpoint.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/this_pid.h"
+#include "sanlib/fabric/shm/shm_endpoint.h"
 
 namespace san::fabric::shm {
 namespace {

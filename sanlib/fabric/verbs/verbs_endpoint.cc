@@ -1,4 +1,4 @@
-#include "fabric/verbs/verbs_endpoint.h"
+#include "sanlib/fabric/verbs/verbs_endpoint.h"
 
 #include <endian.h>
 #include <fcntl.h>
@@ -10,10 +10,10 @@
 
 #include <cstring>
 
-#include "common/clock.h"
-#include "common/log.h"
-#include "fabric/verbs/verbs_provider.h"
-#include "fabric/verbs/verbs_wire.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/log.h"
+#include "sanlib/fabric/verbs/verbs_provider.h"
+#include "sanlib/fabric/verbs/verbs_wire.h"
 
 namespace san::fabric::verbs {
 namespace {

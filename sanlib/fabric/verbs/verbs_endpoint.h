@@ -53,8 +53,8 @@
 #include <memory>
 #include <mutex>
 
-#include "common/unique_fd.h"
-#include "fabric/provider.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::verbs {
 

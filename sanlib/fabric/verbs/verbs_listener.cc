@@ -1,12 +1,12 @@
-#include "fabric/verbs/verbs_listener.h"
+#include "sanlib/fabric/verbs/verbs_listener.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "common/log.h"
-#include "fabric/verbs/verbs_endpoint.h"
-#include "fabric/verbs/verbs_provider.h"
-#include "fabric/verbs/verbs_wire.h"
+#include "sanlib/common/log.h"
+#include "sanlib/fabric/verbs/verbs_endpoint.h"
+#include "sanlib/fabric/verbs/verbs_provider.h"
+#include "sanlib/fabric/verbs/verbs_wire.h"
 
 namespace san::fabric::verbs {
 

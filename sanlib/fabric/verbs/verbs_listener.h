@@ -16,7 +16,7 @@
 
 #include <memory>
 
-#include "fabric/provider.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::verbs {
 

@@ -1,4 +1,4 @@
-#include "fabric/verbs/verbs_provider.h"
+#include "sanlib/fabric/verbs/verbs_provider.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -13,12 +13,12 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/clock.h"
-#include "common/log.h"
-#include "common/unique_fd.h"
-#include "fabric/address.h"
-#include "fabric/verbs/verbs_endpoint.h"
-#include "fabric/verbs/verbs_listener.h"
+#include "sanlib/common/clock.h"
+#include "sanlib/common/log.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/address.h"
+#include "sanlib/fabric/verbs/verbs_endpoint.h"
+#include "sanlib/fabric/verbs/verbs_listener.h"
 
 namespace san::fabric::verbs {
 namespace {

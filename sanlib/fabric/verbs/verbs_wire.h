@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/status.h"
-#include "fabric/provider.h"
+#include "sanlib/common/status.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::verbs {
 

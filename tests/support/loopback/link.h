@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "fabric/provider.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::loopback {
 

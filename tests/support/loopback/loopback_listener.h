@@ -12,8 +12,8 @@
 #include <mutex>
 #include <string>
 
-#include "common/unique_fd.h"
-#include "fabric/provider.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
 
 namespace san::fabric::loopback {
 

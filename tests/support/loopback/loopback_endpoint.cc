@@ -1,4 +1,4 @@
-#include "fabric/loopback/loopback_endpoint.h"
+#include "support/loopback/loopback_endpoint.h"
 
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/clock.h"
-#include "fabric/loopback/loopback_provider.h"
+#include "sanlib/common/clock.h"
+#include "support/loopback/loopback_provider.h"
 
 namespace san::fabric::loopback {
 namespace {

@@ -1,4 +1,5 @@
 // LoopbackProvider: an in-process fabric for protocol tests, with fault injection (FaultPlan).
+// Test-only: built into the tests (tests/support/CMakeLists.txt), never into libsan.
 //
 // Listeners are keyed by AddressKey in a registry owned by the provider object (no static
 // registration); clients find them with the same exact-then-wildcard rule as shm. Every IP address
@@ -6,8 +7,8 @@
 // Capabilities: kCapReliable (unless the fault plan drops messages) | kCapSendFromAnyMemory |
 // kCapWaitable.
 // Thread-safety: all methods may be called from any thread. Ownership: the provider must outlive
-// its listeners; endpoints hold a pointer to it and must not outlive it either (the registry's
-// provider lives for the process).
+// its listeners; endpoints hold a pointer to it and must not outlive it either (SharedProvider's
+// lives for the process).
 #pragma once
 
 #include <atomic>
@@ -16,9 +17,9 @@
 #include <mutex>
 #include <string>
 
-#include "fabric/loopback/fault_plan.h"
-#include "fabric/loopback/link.h"
-#include "fabric/provider.h"
+#include "sanlib/fabric/provider.h"
+#include "support/loopback/fault_plan.h"
+#include "support/loopback/link.h"
 
 namespace san::fabric::loopback {
 
@@ -58,5 +59,9 @@ class LoopbackProvider final : public Provider {
   FaultPlan plan_;
   std::map<std::string, LoopbackListener*> listeners_;
 };
+
+// The process's shared loopback provider (default fault plan), made on first use and never
+// destroyed, as the registry's providers are: what GetProvider("loopback") was.
+LoopbackProvider* SharedProvider();
 
 }  // namespace san::fabric::loopback

@@ -1,12 +1,12 @@
-#include "fabric/loopback/loopback_provider.h"
+#include "support/loopback/loopback_provider.h"
 
 #include <sys/eventfd.h>
 
 #include <vector>
 
-#include "fabric/address.h"
-#include "fabric/loopback/loopback_endpoint.h"
-#include "fabric/loopback/loopback_listener.h"
+#include "sanlib/fabric/address.h"
+#include "support/loopback/loopback_endpoint.h"
+#include "support/loopback/loopback_listener.h"
 
 namespace san::fabric::loopback {
 
@@ -77,6 +77,11 @@ void LoopbackProvider::Unregister(const std::string& key, LoopbackListener* list
   std::lock_guard<std::mutex> lock(mu_);
   auto it = listeners_.find(key);
   if (it != listeners_.end() && it->second == listener) listeners_.erase(it);
+}
+
+LoopbackProvider* SharedProvider() {
+  static LoopbackProvider* const shared = new LoopbackProvider();
+  return shared;
 }
 
 }  // namespace san::fabric::loopback

@@ -1,10 +1,10 @@
-#include "fabric/loopback/loopback_listener.h"
+#include "support/loopback/loopback_listener.h"
 
 #include <unistd.h>
 
 #include <utility>
 
-#include "fabric/loopback/loopback_provider.h"
+#include "support/loopback/loopback_provider.h"
 
 namespace san::fabric::loopback {
 

@@ -11,10 +11,10 @@
 #include <atomic>
 #include <memory>
 
-#include "common/unique_fd.h"
-#include "fabric/loopback/fault_plan.h"
-#include "fabric/loopback/link.h"
-#include "fabric/provider.h"
+#include "sanlib/common/unique_fd.h"
+#include "sanlib/fabric/provider.h"
+#include "support/loopback/fault_plan.h"
+#include "support/loopback/link.h"
 
 namespace san::fabric::loopback {
 
