@@ -286,12 +286,15 @@ Result<Socket> FtpClient::StartTransfer(const std::string& command) {
   return data;
 }
 
-Result<TransferStats> FtpClient::FinishTransfer(Socket data, TransferStats stats, Status st) {
+Result<TransferStats> FtpClient::FinishTransfer(Socket data, TransferStats stats, Status st,
+                                                std::chrono::steady_clock::time_point start) {
   stats.data_path = data.Mode();
+  stats.seconds = Since(start);
   last_stats_ = stats;
   if (!st.ok() && strcmp(st.call(), kInterruptedCall) == 0) return AbortTransfer(std::move(data));
   data.Close();  // also what tells the server that a failed download ends here
   Result<Reply> r = ReadReply(Wakeable::kYes);
+  stats.seconds = last_stats_.seconds = Since(start);
   if (!st.ok()) return st;
   if (!r.ok()) return r.status();
   if (r->code != 226 && r->code != 250) return Status(EIO, "transfer failed");
@@ -370,8 +373,7 @@ Result<TransferStats> FtpClient::Retrieve(const std::string& remote, int fd, uin
   TransferStats stats;
   const Status st =
       binary_ ? ReceiveBinary(*data, fd, &stats) : ReceiveBuffered(*data, fd, true, &stats);
-  stats.seconds = Since(start);
-  return FinishTransfer(std::move(data.value()), stats, st);
+  return FinishTransfer(std::move(data.value()), stats, st, start);
 }
 
 Status FtpClient::ReceiveBinary(const Socket& data, int fd, TransferStats* stats) {
@@ -438,8 +440,7 @@ Result<TransferStats> FtpClient::Store(const std::string& remote, int fd, bool a
   if (!data.ok()) return data.status();
   TransferStats stats;
   const Status st = binary_ ? SendBinary(*data, fd, &stats) : SendAscii(*data, fd, &stats);
-  stats.seconds = Since(start);
-  return FinishTransfer(std::move(data.value()), stats, st);
+  return FinishTransfer(std::move(data.value()), stats, st, start);
 }
 
 Status FtpClient::SendBinary(const Socket& data, int fd, TransferStats* stats) {
@@ -516,8 +517,7 @@ Result<TransferStats> FtpClient::List(const std::string& verb, const std::string
     out->append(buf, *got);
     stats.bytes += *got;
   }
-  stats.seconds = Since(start);
-  return FinishTransfer(std::move(data.value()), stats, st);
+  return FinishTransfer(std::move(data.value()), stats, st, start);
 }
 
 }  // namespace san::ftp

@@ -13,6 +13,7 @@
 // Thread-safety: one thread per client. Ownership: owns its sockets.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -57,6 +58,8 @@ inline constexpr char kOwedReplyCall[] = "reply owed to an interrupted command";
 
 struct TransferStats {
   uint64_t bytes = 0;  // bytes on the data connection (TYPE A: with the CRs of CRLF)
+  // From the transfer command to the server's final reply (226): an upload is done when the server
+  // says its file is complete, not when our last byte leaves.
   double seconds = 0;
   std::string data_path;  // "shm", "tcp (...)"
 };
@@ -118,9 +121,10 @@ class FtpClient {
   Status SendLine(const std::string& line);
   // Opens the data connection for one transfer command; returns it after the server's 1xx.
   Result<Socket> StartTransfer(const std::string& command);
-  // Closes data, reads the transfer's reply; `st` is how our side of the transfer went (an
-  // interrupted one is aborted: AbortTransfer).
-  Result<TransferStats> FinishTransfer(Socket data, TransferStats stats, Status st);
+  // Closes data, reads the transfer's reply, and times the transfer from `start` to that reply;
+  // `st` is how our side of the transfer went (an interrupted one is aborted: AbortTransfer).
+  Result<TransferStats> FinishTransfer(Socket data, TransferStats stats, Status st,
+                                       std::chrono::steady_clock::time_point start);
   // RFC 959's abort: ABOR on the control connection, then the data connection closed (reset when
   // on TCP), then the transfer's reply and ABOR's. Returns the interrupted status.
   Status AbortTransfer(Socket data);

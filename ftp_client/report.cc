@@ -16,7 +16,7 @@ double Now() {
 std::string FormatStats(const TransferStats& s) {
   const double secs = s.seconds > 0 ? s.seconds : 1e-9;
   char buf[128];
-  snprintf(buf, sizeof buf, "%llu bytes in %.3f s (%.2f MB/s)",
+  snprintf(buf, sizeof buf, "%llu bytes in %.6f s (%.2f MB/s)",
            static_cast<unsigned long long>(s.bytes), s.seconds,
            static_cast<double>(s.bytes) / secs / 1e6);
   return buf;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,8 +40,37 @@ int Listener(uint16_t* port) {
   return fd;
 }
 
+// A connection that is kernel TCP first (its listener is a plain kernel socket: no SAN channel),
+// then moved to shm in band by san_upgrade at both ends, as ftp_client's control connection to an
+// ftpd run by inetd is by AUTH SAN. True if both ends report shm.
+bool UpgradedConnection() {
+  const int l = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(l, 1) != 0 ||
+      getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return false;
+  }
+  const int c = san_socket(AF_INET, SOCK_STREAM, 0);
+  if (c < 0 || san_connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+  const int s = accept(l, nullptr, nullptr);
+  close(l);
+  if (s < 0) return false;
+  auto other = std::async(std::launch::async, [s] { return san_upgrade(s); });
+  const bool up = san_upgrade(c) == 0 && other.get() == 0;
+  san_info ci{}, si{};
+  const bool shm = up && san_getinfo(c, &ci) == 0 && san_getinfo(s, &si) == 0 &&
+                   ci.mode == SAN_MODE_SHM && si.mode == SAN_MODE_SHM;
+  san_close(c);
+  san_close(s);
+  return shm;
+}
+
 // The child's work: one shm connection to itself, kBytes each way; a fork child that exits
-// without touching it; then, when root, setuid(nobody) before exit. Exit status: 0 if all went.
+// without touching it; a connection upgraded from TCP (UpgradedConnection); then, when root,
+// setuid(nobody) before exit. Exit status: 0 if all went.
 int ChildMain() {
   uint16_t port = 0;
   const int l = Listener(&port);
@@ -72,6 +102,7 @@ int ChildMain() {
   san_close(c);
   san_close(s);
   san_close(l);
+  if (!UpgradedConnection()) return 5;
   if (geteuid() == 0) {
     const passwd* nobody = getpwnam("nobody");
     if (!nobody || setgid(nobody->pw_gid) != 0 || setuid(nobody->pw_uid) != 0) return 3;
@@ -122,8 +153,10 @@ TEST(SanReport, EachProcessItsOwnLineEvenAfterGivingUpRoot) {
   // The fork child exits first: its line counts nothing it did not do.
   EXPECT_EQ(Field(lines[0], "shm_connections"), 0u) << lines[0];
   EXPECT_EQ(Field(lines[0], "shm_bytes_sent"), 0u) << lines[0];
-  // The parent: both ends of its connection, each end's bytes once.
-  EXPECT_EQ(Field(lines[1], "shm_connections"), 2u) << lines[1];
+  // The parent: both ends of its connections, each end's bytes once; the upgraded connection's
+  // ends as shm only, not also as the TCP they were first.
+  EXPECT_EQ(Field(lines[1], "shm_connections"), 4u) << lines[1];
+  EXPECT_EQ(Field(lines[1], "tcp_connections"), 0u) << lines[1];
   EXPECT_EQ(Field(lines[1], "shm_bytes_sent"), 2 * kBytes) << lines[1];
   EXPECT_EQ(Field(lines[1], "shm_bytes_received"), 2 * kBytes) << lines[1];
 }
