@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "sanlib/common/inet_address.h"
+
 namespace san::compat {
 namespace {
 
@@ -61,26 +63,12 @@ bool ParsePrefix(std::string_view text, Rule::Prefix* out) {
 // The address and port of `sa` as the family's bytes; false for other families. IPv4-mapped IPv6
 // addresses count as IPv4 (a dual-stack socket connecting to 127.0.0.1).
 bool AddressOf(const sockaddr* sa, socklen_t len, int* family, uint8_t bytes[16], uint16_t* port) {
-  if (sa->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    *family = AF_INET;
-    memcpy(bytes, &in->sin_addr, 4);
-    *port = ntohs(in->sin_port);
-    return true;
-  }
-  if (sa->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    *port = ntohs(in6->sin6_port);
-    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-      *family = AF_INET;
-      memcpy(bytes, in6->sin6_addr.s6_addr + 12, 4);
-    } else {
-      *family = AF_INET6;
-      memcpy(bytes, in6->sin6_addr.s6_addr, 16);
-    }
-    return true;
-  }
-  return false;
+  const std::optional<InetAddress> a = ReduceInet(sa, len);
+  if (!a) return false;
+  *family = a->family;
+  memcpy(bytes, a->bytes, 16);
+  *port = a->port;
+  return true;
 }
 
 bool PrefixMatches(const Rule::Prefix& p, int family, const uint8_t bytes[16]) {

@@ -2,19 +2,15 @@
 
 #include <fnmatch.h>
 
+#include "sanlib/common/text_lines.h"
+
 namespace san::drpc {
 
 Result<CommandPolicy> CommandPolicy::Parse(std::string_view text, int* error_line) {
   *error_line = 0;
   CommandPolicy policy;
-  int line_no = 0;
-  while (!text.empty()) {
-    ++line_no;
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    const size_t hash = line.find('#');
-    if (hash != std::string_view::npos) line = line.substr(0, hash);
+  TextLines lines(text);
+  for (std::string_view line; lines.Next(&line);) {
     while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
     while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
       line.remove_suffix(1);
@@ -22,7 +18,7 @@ Result<CommandPolicy> CommandPolicy::Parse(std::string_view text, int* error_lin
     if (line.empty()) continue;
     for (char c : line) {
       if (c == '\0' || c == ' ' || c == '\t') {
-        *error_line = line_no;
+        *error_line = lines.number();
         return Status(EINVAL, "policy: one pattern per line, no blanks or NUL inside");
       }
     }

@@ -1,5 +1,7 @@
 #include "drpc/core/hostfile.h"
 
+#include "sanlib/common/text_lines.h"
+
 namespace san::drpc {
 
 Status CheckUnique(const std::vector<Target>& targets) {
@@ -17,14 +19,8 @@ Status CheckUnique(const std::vector<Target>& targets) {
 Result<std::vector<Target>> ParseHostFile(std::string_view text, int* error_line) {
   *error_line = 0;
   std::vector<Target> out;
-  int line_no = 0;
-  while (!text.empty()) {
-    ++line_no;
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    const size_t hash = line.find('#');
-    if (hash != std::string_view::npos) line = line.substr(0, hash);
+  TextLines lines(text);
+  for (std::string_view line; lines.Next(&line);) {
     size_t i = 0;
     while (i < line.size()) {
       while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
@@ -33,7 +29,7 @@ Result<std::vector<Target>> ParseHostFile(std::string_view text, int* error_line
       if (j > i) {
         Result<Target> t = ParseTarget(line.substr(i, j - i));
         if (!t.ok()) {
-          *error_line = line_no;
+          *error_line = lines.number();
           return t.status();
         }
         out.push_back(std::move(t).value());

@@ -6,6 +6,8 @@
 #include <iterator>
 #include <map>
 
+#include "sanlib/common/text_lines.h"
+
 #ifndef SAN_SYSTEM_CONFIG_FILE
 #define SAN_SYSTEM_CONFIG_FILE "/etc/sanlib/sanlib.conf"
 #endif
@@ -70,14 +72,9 @@ ConfigFile ParseConfigFile(std::string_view text, const std::string& path,
   auto report = [&](int line, int column, const std::string& what) {
     if (errors) errors->push_back(Where(path, line, column) + what + "; line ignored");
   };
-  int number = 0;
-  while (!text.empty()) {
-    ++number;
-    const size_t end = text.find('\n');
-    std::string_view line = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos)
-      line = line.substr(0, hash);
+  TextLines lines(text);
+  for (std::string_view line; lines.Next(&line);) {
+    const int number = lines.number();
     size_t first = 0;
     while (first < line.size() && IsSpace(line[first])) ++first;
     size_t last = line.size();

@@ -6,7 +6,7 @@
 // server's output -- and then syslog. A file that cannot be opened falls back to that rule.
 //
 // Thread-safe (each line is one write(2) or one syslog(3)). Safe to call from the close and
-// connection threads; not async-signal-safe (the fatal-signal path writes its own fixed messages).
+// connection threads; not async-signal-safe (sanlib installs no signal handlers).
 #pragma once
 
 #include <stddef.h>

@@ -12,45 +12,24 @@
 
 #include <cstring>
 
+#include "sanlib/common/inet_address.h"
 #include "sanlib/common/unique_fd.h"
 
 namespace san {
 namespace {
 
-// An address reduced to family + raw bytes + port, IPv4-mapped IPv6 unmapped.
-struct Endpoint {
-  int family = 0;
-  uint8_t addr[16] = {};
-  uint16_t port_be = 0;  // network byte order
-};
+using Endpoint = InetAddress;  // IPv4-mapped IPv6 unmapped
 
 bool Reduce(const sockaddr_storage& ss, Endpoint* e) {
-  if (ss.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
-    e->family = AF_INET;
-    memcpy(e->addr, &in->sin_addr, 4);
-    e->port_be = in->sin_port;
-    return true;
-  }
-  if (ss.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
-    e->port_be = in6->sin6_port;
-    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-      e->family = AF_INET;
-      memcpy(e->addr, in6->sin6_addr.s6_addr + 12, 4);
-    } else {
-      e->family = AF_INET6;
-      memcpy(e->addr, &in6->sin6_addr, 16);
-    }
-    return true;
-  }
-  return false;
+  const std::optional<InetAddress> a = ReduceInet(ss);
+  if (a) *e = *a;
+  return a.has_value();
 }
 
 bool IsLoopback(const Endpoint& e) {
-  if (e.family == AF_INET) return e.addr[0] == 127;
+  if (e.family == AF_INET) return e.bytes[0] == 127;
   static const uint8_t kLoop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  return memcmp(e.addr, kLoop6, 16) == 0;
+  return memcmp(e.bytes, kLoop6, 16) == 0;
 }
 
 size_t AddrLen(int family) { return family == AF_INET ? 4 : 16; }
@@ -60,7 +39,7 @@ size_t AddrLen(int family) { return family == AF_INET ? 4 : 16; }
 bool PeerIsOnThisHost(const sockaddr_storage& local, const sockaddr_storage& peer) {
   Endpoint l, p;
   if (!Reduce(local, &l) || !Reduce(peer, &p) || l.family != p.family) return false;
-  return IsLoopback(p) || memcmp(l.addr, p.addr, AddrLen(l.family)) == 0;
+  return IsLoopback(p) || memcmp(l.bytes, p.bytes, AddrLen(l.family)) == 0;
 }
 
 Result<uid_t> LookupPeerUid(const sockaddr_storage& local, const sockaddr_storage& peer) {
@@ -98,13 +77,13 @@ Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_st
   msg.req.sdiag_protocol = IPPROTO_TCP;
   msg.req.idiag_states = ~0u;
   // The socket we want: its local end is our peer, its remote end is us.
-  msg.req.id.idiag_sport = p.port_be;
-  msg.req.id.idiag_dport = l.port_be;
+  msg.req.id.idiag_sport = htons(p.port);
+  msg.req.id.idiag_dport = htons(l.port);
   msg.req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
   msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
   if (table == AF_INET) {
-    memcpy(msg.req.id.idiag_src, p.addr, 4);
-    memcpy(msg.req.id.idiag_dst, l.addr, 4);
+    memcpy(msg.req.id.idiag_src, p.bytes, 4);
+    memcpy(msg.req.id.idiag_dst, l.bytes, 4);
   } else {
     // The table's own form of the addresses (mapped stays mapped).
     const auto* pl = reinterpret_cast<const sockaddr_in6*>(&peer);
@@ -137,7 +116,7 @@ Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_st
     }
     const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
     // The kernel matched on the 4-tuple; check it is the one we asked for all the same.
-    if (m->id.idiag_sport != p.port_be || m->id.idiag_dport != l.port_be) continue;
+    if (m->id.idiag_sport != htons(p.port) || m->id.idiag_dport != htons(l.port)) continue;
     return static_cast<uid_t>(m->idiag_uid);
   }
   return Status(ENOENT, "peer uid: inet_diag lookup");

@@ -1,49 +1,28 @@
 #include "sanlib/fabric/address.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
+
+#include "sanlib/common/inet_address.h"
 
 namespace san::fabric {
 namespace {
 
-// The address normalised to (family, 16 raw bytes, port); v4-mapped v6 becomes v4.
-struct IpAddress {
-  int family = 0;
-  uint8_t bytes[16] = {};
-  uint16_t port = 0;  // host byte order
-};
+using IpAddress = InetAddress;
 
+// The address reduced (InetAddress: v4-mapped v6 becomes v4), or why it is no IP address.
 Result<IpAddress> Normalise(const sockaddr* addr, socklen_t len) {
-  if (addr == nullptr || len < static_cast<socklen_t>(sizeof(sa_family_t))) {
-    return Status(EINVAL, "address length");
+  if (addr != nullptr && len >= static_cast<socklen_t>(sizeof(sa_family_t)) &&
+      addr->sa_family != AF_INET && addr->sa_family != AF_INET6) {
+    return Status(EAFNOSUPPORT, "address family");
   }
-  IpAddress ip;
-  if (addr->sa_family == AF_INET) {
-    if (len < static_cast<socklen_t>(sizeof(sockaddr_in))) return Status(EINVAL, "address length");
-    sockaddr_in sin;
-    std::memcpy(&sin, addr, sizeof(sin));
-    ip.family = AF_INET;
-    std::memcpy(ip.bytes, &sin.sin_addr, 4);
-    ip.port = ntohs(sin.sin_port);
-    return ip;
-  }
-  if (addr->sa_family == AF_INET6) {
-    if (len < static_cast<socklen_t>(sizeof(sockaddr_in6))) return Status(EINVAL, "address length");
-    sockaddr_in6 sin6;
-    std::memcpy(&sin6, addr, sizeof(sin6));
-    ip.port = ntohs(sin6.sin6_port);
-    if (IN6_IS_ADDR_V4MAPPED(&sin6.sin6_addr)) {
-      ip.family = AF_INET;
-      std::memcpy(ip.bytes, &sin6.sin6_addr.s6_addr[12], 4);
-    } else {
-      ip.family = AF_INET6;
-      std::memcpy(ip.bytes, &sin6.sin6_addr, 16);
-    }
-    return ip;
-  }
-  return Status(EAFNOSUPPORT, "address family");
+  std::optional<InetAddress> ip = ReduceInet(addr, len);
+  if (!ip) return Status(EINVAL, "address length");
+  return *ip;
 }
 
 std::string Format(const IpAddress& ip) {
@@ -107,6 +86,33 @@ bool IsLoopbackAddress(const sockaddr* addr, socklen_t len) {
   if (ip->family == AF_INET) return ip->bytes[0] == 127;
   static const uint8_t kLoopback6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   return std::memcmp(ip->bytes, kLoopback6, 16) == 0;
+}
+
+std::string HostKey(const sockaddr* addr, socklen_t len) {
+  if (addr == nullptr) return std::string();
+  sockaddr_storage copy{};
+  std::memcpy(&copy, addr, std::min<size_t>(len, sizeof(copy)));
+  if (copy.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&copy)->sin_port = 0;
+  if (copy.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&copy)->sin6_port = 0;
+  Result<std::string> key = AddressKey(reinterpret_cast<sockaddr*>(&copy), len);
+  return key.ok() ? key.value() : std::string();
+}
+
+std::vector<std::string> InterfaceHostKeys(bool (*wanted)(const char* interface_name)) {
+  std::vector<std::string> keys;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return keys;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_name == nullptr) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    if (!wanted(i->ifa_name)) continue;
+    std::string k =
+        HostKey(i->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    if (!k.empty()) keys.push_back(std::move(k));
+  }
+  freeifaddrs(list);
+  return keys;
 }
 
 }  // namespace san::fabric

@@ -35,4 +35,12 @@ bool IsPrivateRendezvous(const sockaddr* addr, socklen_t len);
 // True for 127.0.0.0/8, ::1 and their v4-mapped forms.
 bool IsLoopbackAddress(const sockaddr* addr, socklen_t len);
 
+// The host's key: AddressKey with the port cleared ("10.0.0.1:0"), so that any port of an address
+// matches; "" for a non-IP address. What the providers' "is this address one of ours" caches hold.
+std::string HostKey(const sockaddr* addr, socklen_t len);
+
+// HostKey of every IPv4 and IPv6 address of this host's interfaces (getifaddrs) whose interface
+// `wanted` accepts (its name); empty if getifaddrs fails.
+std::vector<std::string> InterfaceHostKeys(bool (*wanted)(const char* interface_name));
+
 }  // namespace san::fabric

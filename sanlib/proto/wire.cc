@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "sanlib/common/inet_address.h"
+
 namespace san::proto {
 namespace {
 
@@ -132,24 +134,8 @@ Result<MoveHeader> DecodeMoveHeader(const std::byte* in, size_t length) {
 }
 
 sockaddr_storage CanonicalAddress(const sockaddr* addr, socklen_t len) {
-  sockaddr_storage out{};
-  if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
-    memcpy(&out, addr, sizeof(sockaddr_in));
-  } else if (addr->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
-    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-      auto* in4 = reinterpret_cast<sockaddr_in*>(&out);
-      in4->sin_family = AF_INET;
-      in4->sin_port = in6->sin6_port;
-      memcpy(&in4->sin_addr, &in6->sin6_addr.s6_addr[12], 4);
-    } else {
-      auto* o6 = reinterpret_cast<sockaddr_in6*>(&out);
-      o6->sin6_family = AF_INET6;
-      o6->sin6_port = in6->sin6_port;
-      o6->sin6_addr = in6->sin6_addr;
-    }
-  }
-  return out;
+  const std::optional<InetAddress> a = ReduceInet(addr, len);
+  return a ? ToSockaddr(*a) : sockaddr_storage{};
 }
 
 bool SameAddress(const sockaddr_storage& a, const sockaddr_storage& b) {

@@ -2,12 +2,14 @@
 // thread. A client sends one request byte, then:
 //   'R'  report: we answer with the text report below and close (what `sanstat` shows);
 //   'C'  claim: followed by a length byte and that many bytes of an encoded 4-tuple
-//        (proto::EncodeConnectRequest); the listening socket the connection was accepted on
-//        rides with the request byte (SCM_RIGHTS). We hand over the channel filed for that tuple
-//        under that very listener (handover.h).
+//        (proto::EncodeConnectRequest); the accepted connection's kernel socket rides with the
+//        request byte (SCM_RIGHTS) as the proof. We hand over the channel filed for that tuple
+//        under any listener of ours, or orphaned by one we closed (handover.h).
 // Reports go only to a peer with our uid, or root. A claim is answered whatever the claimer's uid
-// when it proves it holds the listener (the same socket, by device and inode): whoever holds it
-// may accept the connection anyway (a prefork server whose workers drop privileges, like nginx).
+// when it proves it holds the connection itself (the passed socket's local and peer addresses are
+// the tuple's: a 4-tuple names one connection in the network namespace): whoever accepted it may
+// use it anyway (a prefork server whose workers drop privileges, like nginx). The claimer, for its
+// part, takes a channel only from the listener's owner of its own uid or root (handover.cc).
 //
 // Report format, tab-separated fields, one line per socket after a header line:
 //   #sanlib-stat 1 <pid> <comm>
@@ -35,9 +37,9 @@ class ControlService {
  public:
   static constexpr char kReport = 'R';
   static constexpr char kClaim = 'C';
-  // Hands over the channel filed for a 4-tuple under the listening socket `proof_fd` is a copy of
-  // (removing it from the owner's books). ENOENT: no channel for that tuple (a plain client);
-  // ENXIO: we do not serve that listening socket's rendezvous (any more).
+  // Hands over the channel filed for a 4-tuple, if `proof_fd` is that very connection (removing it
+  // from the owner's books). EPERM: the proof is another socket; ENOENT: no channel for that tuple
+  // (a plain client); ENXIO: we serve no rendezvous for its address (any more).
   using TakeChannel =
       std::function<Result<std::unique_ptr<proto::Stream>>(const proto::FourTuple&, int proof_fd)>;
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "sanlib/socket/image_shape.h"
+
 namespace san::exec {
 namespace {
 
@@ -26,12 +28,7 @@ struct RecordHeader {
   uint32_t flags;
   uint32_t num_endpoint_fds;
   int32_t endpoint_fds[kMaxEndpointFds];
-  uint64_t endpoint_state_bytes;
-  uint64_t stream_state_bytes;
-  proto::StreamParams params;
-  uint32_t provider_caps;
-  fabric::MemoryRegion recv_region;
-  fabric::MemoryRegion staging_region;
+  ImageShape shape;
 };
 
 void Append(std::vector<std::byte>* out, const void* p, size_t n) {
@@ -68,12 +65,7 @@ std::vector<std::byte> EncodeInheritance(const std::vector<InheritedSocket>& soc
               (s.read_shut ? kReadShut : 0);
     h.num_endpoint_fds = static_cast<uint32_t>(std::min(s.endpoint_fds.size(), kMaxEndpointFds));
     std::copy_n(s.endpoint_fds.begin(), h.num_endpoint_fds, h.endpoint_fds);
-    h.endpoint_state_bytes = s.image.endpoint.state.size();
-    h.stream_state_bytes = s.image.state.size();
-    h.params = s.image.params;
-    h.provider_caps = s.image.provider_caps;
-    h.recv_region = s.image.recv_region;
-    h.staging_region = s.image.staging_region;
+    h.shape = ShapeOf(s.image);
     Append(&out, &h, sizeof h);
     Append(&out, s.image.endpoint.state.data(), s.image.endpoint.state.size());
     Append(&out, s.image.state.data(), s.image.state.size());
@@ -92,12 +84,12 @@ Result<std::vector<InheritedSocket>> DecodeInheritance(std::span<const std::byte
   for (uint32_t r = 0; r < fh.count; ++r) {
     RecordHeader h;
     if (!Take(bytes, &at, &h, sizeof h)) return Bad("inheritance: short record");
+    InheritedSocket s;
     if (h.num_numbers == 0 || h.num_numbers > kMaxNumbers || h.num_endpoint_fds > kMaxEndpointFds ||
-        h.endpoint_state_bytes > kMaxStateBytes || h.stream_state_bytes > kMaxStateBytes ||
+        !ApplyShape(h.shape, kMaxStateBytes, &s.image).ok() ||
         (h.flags & ~(kCloseOnArrival | kNonblocking | kReadShut)) != 0) {
       return Bad("inheritance: record sizes");
     }
-    InheritedSocket s;
     s.numbers.assign(h.numbers, h.numbers + h.num_numbers);
     s.endpoint_fds.assign(h.endpoint_fds, h.endpoint_fds + h.num_endpoint_fds);
     for (const std::vector<int>* list : {&s.numbers, &s.endpoint_fds}) {
@@ -111,18 +103,8 @@ Result<std::vector<InheritedSocket>> DecodeInheritance(std::span<const std::byte
     s.close_on_arrival = h.flags & kCloseOnArrival;
     s.nonblocking = h.flags & kNonblocking;
     s.read_shut = h.flags & kReadShut;
-    memcpy(&s.image.params, &h.params, sizeof h.params);
-    // A bool is only 0 or 1: take the byte as written, not as a bool that may be neither.
-    uint8_t combine_enabled;
-    memcpy(&combine_enabled, &s.image.params.combine.enabled, 1);
-    s.image.params.combine.enabled = combine_enabled != 0;
-    s.image.provider_caps = h.provider_caps;
-    s.image.recv_region = h.recv_region;
-    s.image.staging_region = h.staging_region;
-    s.image.endpoint.state.resize(h.endpoint_state_bytes);
-    s.image.state.resize(h.stream_state_bytes);
-    if (!Take(bytes, &at, s.image.endpoint.state.data(), h.endpoint_state_bytes) ||
-        !Take(bytes, &at, s.image.state.data(), h.stream_state_bytes)) {
+    if (!Take(bytes, &at, s.image.endpoint.state.data(), s.image.endpoint.state.size()) ||
+        !Take(bytes, &at, s.image.state.data(), s.image.state.size())) {
       return Bad("inheritance: short state");
     }
     sockets.push_back(std::move(s));

@@ -11,6 +11,7 @@
 #include "sanlib/common/control_name.h"
 #include "sanlib/common/scm_rights.h"
 #include "sanlib/socket/control_service.h"
+#include "sanlib/socket/image_shape.h"
 #include "sanlib/socket/kernel.h"
 
 namespace san {
@@ -27,12 +28,7 @@ struct HandoverHeader {
   uint32_t version;
   int32_t status;
   uint32_t num_fds;
-  uint64_t endpoint_state_bytes;
-  uint64_t stream_state_bytes;
-  proto::StreamParams params;
-  uint32_t provider_caps;
-  fabric::MemoryRegion recv_region;
-  fabric::MemoryRegion staging_region;
+  ImageShape shape;
 };
 
 Status WaitFor(int fd, short events, uint64_t deadline_ns) {
@@ -120,12 +116,7 @@ Status SendHandover(int sock, proto::Stream* stream, int error) {
   std::vector<int> fds;
   for (const UniqueFd& fd : image.endpoint.fds) fds.push_back(fd.get());
   h.num_fds = static_cast<uint32_t>(fds.size());
-  h.endpoint_state_bytes = image.endpoint.state.size();
-  h.stream_state_bytes = image.state.size();
-  h.params = image.params;
-  h.provider_caps = image.provider_caps;
-  h.recv_region = image.recv_region;
-  h.staging_region = image.staging_region;
+  h.shape = ShapeOf(image);
   if (fds.size() > kMaxFds) return Status(EINVAL, "handover: too many fds");
   return SendAll(
       sock,
@@ -164,13 +155,10 @@ Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto
   if (Status st = ReceiveExactly(sock.get(), &h, sizeof h, &fds, deadline); !st.ok()) return st;
   if (h.magic != kMagic || h.version != kVersion) return Status(EPROTO, "handover: header");
   if (h.status != 0) return Status(h.status, "handover: owner");
-  if (h.num_fds > kMaxFds || h.endpoint_state_bytes > kMaxState ||
-      h.stream_state_bytes > kMaxState) {
+  proto::StreamImage image;
+  if (h.num_fds > kMaxFds || !ApplyShape(h.shape, kMaxState, &image).ok()) {
     return Status(EPROTO, "handover: sizes");
   }
-  proto::StreamImage image;
-  image.endpoint.state.resize(h.endpoint_state_bytes);
-  image.state.resize(h.stream_state_bytes);
   if (Status st = ReceiveExactly(sock.get(), image.endpoint.state.data(),
                                  image.endpoint.state.size(), &fds, deadline);
       !st.ok()) {
@@ -183,10 +171,6 @@ Result<std::unique_ptr<proto::Stream>> ClaimFromOwner(int owner_pid, const proto
   }
   if (fds.size() != h.num_fds) return Status(EPROTO, "handover: fd count");
   image.endpoint.fds = std::move(fds);
-  image.params = h.params;
-  image.provider_caps = h.provider_caps;
-  image.recv_region = h.recv_region;
-  image.staging_region = h.staging_region;
   return proto::Stream::Import(provider, std::move(image));
 }
 

@@ -21,14 +21,16 @@
 //  2. Each end then *switches*, both directions at once, at a moment when none of its threads is
 //     inside a kernel call on the socket: it reads from the kernel how many bytes it has written
 //     to the TCP socket (TCP_INFO bytes acked + SIOCOUTQ) and how many it has consumed (bytes
-//     received - SIOCINQ), sends its WAKEUP carrying the written count (proto/wire.h), writes one
-//     *wake byte* on the TCP socket, and from then on the socket is kShm: what it sends goes over
-//     the stream. The upper end switches as soon as it holds its half; the lower end only after
-//     the upper end's WAKEUP arrived, so a wake byte never reaches an end that cannot recognise it.
+//     received - SIOCINQ), sends its WAKEUP carrying the written count (proto/wire.h), and from
+//     then on the socket is kShm: what it sends goes over the stream. The upper end switches as
+//     soon as it holds its half, and also writes one *wake byte* on the TCP socket; the lower end
+//     switches only after the upper end's WAKEUP arrived, and writes none (the upper end has
+//     switched already and reads its stream).
 //  3. After its switch an end still reads the peer's TCP bytes first (the *inflow*): up to the
-//     count in the peer's WAKEUP, then the peer's wake byte, which it drops; only then the stream.
-//     The wake byte wakes whatever the receiving application sleeps in (a blocking recv, poll,
-//     epoll, select) when the peer switched: everything after it comes through shared memory.
+//     count in the peer's WAKEUP, then (at the lower end) the upper end's wake byte, which it
+//     drops; only then the stream. The wake byte wakes whatever the lower end's application
+//     sleeps in (a blocking recv, poll, epoll, select) when the upper end switched: everything
+//     after it comes through shared memory.
 // Any failure before a switch leaves the connection plain TCP with the reason in sanstat; an end
 // never switches while another process holds the socket (fork) or after it shut down writing.
 //

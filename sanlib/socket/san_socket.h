@@ -1,7 +1,8 @@
 // SanSocket: what sanlib knows about one socket the application holds.
 //
 // The fd is a real kernel TCP socket (identity, addresses, liveness). Once connected, the socket is
-// in one mode: kShm (data over a proto::Stream on the shm provider) or kTcp (fallback: every data
+// in one mode: kShm (data over a proto::Stream: on the shm provider, or on verbs -- the stream's
+// endpoint names which, Endpoint::provider_name) or kTcp (fallback: every data
 // call goes to the kernel, and `fallback_reason` says why). The one change is kShm -> kTcp, when a
 // connection moves to its kernel socket (tcp_move.h); the stream then stays until the socket goes,
 // for threads that read the mode before the change. Listening sockets carry no
@@ -65,9 +66,11 @@ struct SanSocket {
   // for them (the doorbell only rings for the peer's packets); `sleepers` counts them.
   WaiterSet waiters;
   std::atomic<int> sleepers{0};
-  // Which processes still hold the connection (fork): each holds a copy of `holders_write`, taken
-  // by fork() atomically and dropped by the kernel at exit, _exit and exec (CLOEXEC), so once our
-  // copy is closed `holders_read` polls POLLHUP iff no other process holds it any more. A shared
+  // Which processes still hold the connection (fork): each holds copies of both ends, taken by
+  // fork() atomically and dropped by the kernel at exit, _exit and exec (CLOEXEC). At close, with
+  // our `holders_write` closed, `holders_read` polls POLLHUP iff no other process holds a write
+  // end (socket_ops.cc DropOwnHold); before a hand-on, with our read end closed, a probe write
+  // fails with EPIPE iff no other process holds a read end (fork_holders.h OthersHold). A shared
   // count would leak on _exit/exec and race a parent that closes before the child ran its atfork
   // handler. Made when the stream is settled; invalid if that failed (then the count is used).
   UniqueFd holders_read;

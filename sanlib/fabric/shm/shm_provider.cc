@@ -1,6 +1,5 @@
 #include "sanlib/fabric/shm/shm_provider.h"
 
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -32,16 +31,6 @@ Status CheckAttr(const EndpointAttr& attr) {
   return Status::Ok();
 }
 
-// The address with its port cleared, as a key (so any port of a local address matches).
-std::string HostKey(const sockaddr* addr, socklen_t len) {
-  sockaddr_storage copy{};
-  std::memcpy(&copy, addr, std::min<size_t>(len, sizeof(copy)));
-  if (copy.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&copy)->sin_port = 0;
-  if (copy.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&copy)->sin6_port = 0;
-  Result<std::string> key = AddressKey(reinterpret_cast<sockaddr*>(&copy), len);
-  return key.ok() ? key.value() : std::string();
-}
-
 }  // namespace
 
 ShmProvider::ShmProvider() {
@@ -64,20 +53,7 @@ bool ShmProvider::Reaches(const sockaddr* peer, socklen_t len) const {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t now = NowNs();
   if (local_keys_at_ns_ == 0 || now - local_keys_at_ns_ > kAddressCacheNs) {
-    local_keys_.clear();
-    ifaddrs* list = nullptr;
-    if (getifaddrs(&list) == 0) {
-      for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-        if (i->ifa_addr == nullptr) continue;
-        socklen_t alen = i->ifa_addr->sa_family == AF_INET    ? sizeof(sockaddr_in)
-                         : i->ifa_addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
-                                                              : 0;
-        if (alen == 0) continue;
-        std::string k = HostKey(i->ifa_addr, alen);
-        if (!k.empty()) local_keys_.push_back(std::move(k));
-      }
-      freeifaddrs(list);
-    }
+    local_keys_ = InterfaceHostKeys([](const char*) { return true; });
     local_keys_at_ns_ = now;
   }
   return std::find(local_keys_.begin(), local_keys_.end(), key) != local_keys_.end();

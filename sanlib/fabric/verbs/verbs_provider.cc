@@ -1,7 +1,6 @@
 #include "sanlib/fabric/verbs/verbs_provider.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <net/if_arp.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -26,16 +25,6 @@ namespace {
 constexpr uint64_t kAddressCacheNs = 1'000'000'000;
 
 std::atomic<uint32_t> fork_generation{0};
-
-// The address with its port cleared, as a key (any port of the address matches).
-std::string HostKey(const sockaddr* addr, socklen_t len) {
-  sockaddr_storage copy{};
-  std::memcpy(&copy, addr, std::min<size_t>(len, sizeof(copy)));
-  if (copy.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&copy)->sin_port = 0;
-  if (copy.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&copy)->sin6_port = 0;
-  Result<std::string> key = AddressKey(reinterpret_cast<sockaddr*>(&copy), len);
-  return key.ok() ? key.value() : std::string();
-}
 
 // The key of the address a RoCE GID is made from ("::ffff:a.b.c.d" -> "a.b.c.d:0").
 std::string GidKey(const ibv_gid& gid) {
@@ -131,18 +120,9 @@ bool VerbsProvider::SourceHasDevice(const std::string& source_key) const {
         if (!key.empty()) rdma_keys_.push_back(std::move(key));
       }
     }
-    ifaddrs* list = nullptr;
-    if (getifaddrs(&list) == 0) {  // IPoIB: rdma_cm resolves its addresses through the netdev
-      for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-        if (i->ifa_addr == nullptr || i->ifa_name == nullptr) continue;
-        const int family = i->ifa_addr->sa_family;
-        if (family != AF_INET && family != AF_INET6) continue;
-        if (!IsIpoibInterface(i->ifa_name)) continue;
-        rdma_keys_.push_back(
-            HostKey(i->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)));
-      }
-      freeifaddrs(list);
-    }
+    // IPoIB: rdma_cm resolves its addresses through the netdev.
+    for (std::string& key : InterfaceHostKeys(IsIpoibInterface))
+      rdma_keys_.push_back(std::move(key));
     rdma_keys_at_ns_ = now;
   }
   return std::find(rdma_keys_.begin(), rdma_keys_.end(), source_key) != rdma_keys_.end();

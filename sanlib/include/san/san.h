@@ -1,7 +1,8 @@
 /* <san/san.h> -- the public C API of libsan: SAN stream sockets.
  *
  * A SAN socket is a real kernel TCP socket (its identity: addresses, fd passing, liveness) with a
- * kernel-bypass channel set up beside it when both ends use sanlib: shared memory inside one host.
+ * kernel-bypass channel set up beside it when both ends use sanlib: shared memory inside one host,
+ * RDMA (libibverbs) between hosts where an RDMA device reaches the peer.
  * If the peer is not SAN-capable, or set-up fails, the socket stays plain kernel TCP (fallback) and
  * still works; san_getinfo() says which mode it is in and why.
  *
