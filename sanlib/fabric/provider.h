@@ -127,6 +127,11 @@ struct ConnectData {
   // How long Connect may wait for the listener's answer; 0: the provider's own bound (5 s for
   // shm). A late upgrade waits little: its caller is an application's data call.
   int timeout_ms = 0;
+  // Optional: the rendezvous connection Provider::Dial opened for this Connect, so that a client
+  // builds its endpoint only once a listener has answered. Connect owns it from the call on
+  // (takes it over, or closes it when it fails first). Only an endpoint of the provider that
+  // dialed is given one. -1: Connect opens its own.
+  int dialed_fd = -1;
 };
 
 // A connected endpoint packed to move to another process of the same user (kCapTransferable): the
@@ -142,6 +147,10 @@ struct EndpointAttr {
   uint32_t recv_depth = 35;        // receives posted at once (the protocol's P)
   size_t buffer_bytes = 4u << 20;  // total AllocateBuffer space this endpoint may hand out
 };
+
+// Which fabric a provider, or the endpoint it made, is: what the layers above branch on (shm only
+// for the late set-up, verbs reported as SAN_MODE_VERBS), never the name, which is for reports.
+enum class ProviderKind { kShm, kVerbs, kTest };
 
 class Endpoint {
  public:
@@ -208,6 +217,7 @@ class Endpoint {
   // The name of the provider that made this endpoint (Provider::name(): "shm", "verbs", ...), for
   // reports: which fabric a socket's channel runs on.
   virtual const char* provider_name() const = 0;
+  virtual ProviderKind provider_kind() const = 0;
 
   // ---- Single copy (kCapSingleCopy; every method has a "not supported" default) ----------------
   // A receiver exposes one window (the application's buffer) while it waits; the peer, holding
@@ -299,6 +309,7 @@ class Provider {
  public:
   virtual ~Provider() = default;
   virtual const char* name() const = 0;
+  virtual ProviderKind kind() const = 0;
   virtual uint32_t capabilities() const = 0;
   virtual uint32_t max_mtu() const = 0;
   // Whether a listener at `peer` could be reached by this provider (shm: an address of this host in
@@ -325,6 +336,14 @@ class Provider {
   }
   // A client endpoint, not yet connected.
   virtual Result<std::unique_ptr<Endpoint>> CreateEndpoint(const EndpointAttr& attr) = 0;
+  // Connects to the rendezvous at `server` and sends nothing: ECONNREFUSED at once when no
+  // listener is there, before the caller built an endpoint (whose Connect then takes the fd:
+  // ConnectData::dialed_fd). ENOTSUP where the provider has no such step (Connect does it all).
+  virtual Result<UniqueFd> Dial(const sockaddr* server, socklen_t len) {
+    (void)server;
+    (void)len;
+    return Status(ENOTSUP, "Provider::Dial");
+  }
   // Rebuilds an endpoint another process Exported (kCapTransferable). Validates the image: the
   // sender is a process of our user, but a malformed image must fail (EINVAL), never crash.
   virtual Result<std::unique_ptr<Endpoint>> Import(EndpointImage image) {

@@ -283,10 +283,18 @@ void Advance(SanSocket& s, LateUpgrade& u) {
     case LatePhase::kConnecting: {
       if (now < u.next_ns) return;
       const sockaddr_in6 where = RendezvousOf(u);
+      // Dialled first: until the lower end opens its side (it may wait its turn behind
+      // kMaxLateListeners other moves) a refusal costs a socket and a connect, not a segment
+      // built and torn down again.
+      Result<UniqueFd> dialed =
+          u.provider->Dial(reinterpret_cast<const sockaddr*>(&where), sizeof where);
       // Our kernel socket goes along as proof: the peer may be another user.
       Result<std::unique_ptr<proto::Stream>> r =
-          ConnectStream(*u.provider, reinterpret_cast<const sockaddr*>(&where), sizeof where,
-                        u.tuple, s.fd.load(), kConnectWaitMs);
+          !dialed.ok() && dialed.status().code() != ENOTSUP
+              ? Result<std::unique_ptr<proto::Stream>>(dialed.status())
+              : ConnectStream(*u.provider, reinterpret_cast<const sockaddr*>(&where), sizeof where,
+                              u.tuple, s.fd.load(), kConnectWaitMs,
+                              dialed.ok() ? dialed.value().release() : -1);
       if (r.ok()) {
         u.stream = std::move(r).value();
         u.phase.store(LatePhase::kReady);

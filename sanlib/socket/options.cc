@@ -88,8 +88,9 @@ int GetInfo(int fd, san_info* info) {
   *info = san_info{};
   switch (s->mode.load(std::memory_order_acquire)) {
     case SocketMode::kShm: {
-      info->mode = strcmp(s->stream->endpoint().provider_name(), "verbs") == 0 ? SAN_MODE_VERBS
-                                                                               : SAN_MODE_SHM;
+      info->mode = s->stream->endpoint().provider_kind() == fabric::ProviderKind::kVerbs
+                       ? SAN_MODE_VERBS
+                       : SAN_MODE_SHM;
       const proto::StreamStats st = s->stream->Stats();
       info->bytes_sent = st.bytes_sent;
       info->bytes_received = st.bytes_received;

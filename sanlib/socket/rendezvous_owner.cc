@@ -67,7 +67,7 @@ bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
   bool opened = false;
   for (fabric::Provider* provider : providers) {
     // SAN_SETUP=late: this host's clients start on kernel TCP and move later (late_upgrade.h).
-    if (rt.config().late_setup && strcmp(provider->name(), "shm") == 0) continue;
+    if (rt.config().late_setup && provider->kind() == fabric::ProviderKind::kShm) continue;
     const proto::StreamParams params = rt.StreamParamsFor(*provider);
     Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
         reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));

@@ -123,7 +123,8 @@ std::string ForcedVerbsBut(const std::string& why) {
 }
 
 bool OnVerbs(const proto::Stream& stream) {
-  return strcmp(const_cast<proto::Stream&>(stream).endpoint().provider_name(), "verbs") == 0;
+  return const_cast<proto::Stream&>(stream).endpoint().provider_kind() ==
+         fabric::ProviderKind::kVerbs;
 }
 
 }  // namespace

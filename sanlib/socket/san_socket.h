@@ -2,7 +2,7 @@
 //
 // The fd is a real kernel TCP socket (identity, addresses, liveness). Once connected, the socket is
 // in one mode: kShm (data over a proto::Stream: on the shm provider, or on verbs -- the stream's
-// endpoint names which, Endpoint::provider_name) or kTcp (fallback: every data
+// endpoint says which, Endpoint::provider_kind) or kTcp (fallback: every data
 // call goes to the kernel, and `fallback_reason` says why). The one change is kShm -> kTcp, when a
 // connection moves to its kernel socket (tcp_move.h); the stream then stays until the socket goes,
 // for threads that read the mode before the change. Listening sockets carry no

@@ -132,7 +132,8 @@ bool HoldsConnection(int fd, const sockaddr_storage& local, const sockaddr_stora
 Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
                                                      const sockaddr* rendezvous, socklen_t len,
                                                      const proto::FourTuple& tuple, int proof_fd,
-                                                     int timeout_ms) {
+                                                     int timeout_ms, int dialed_fd) {
+  UniqueFd dialed(dialed_fd);  // closed here unless the endpoint's Connect takes it
   const proto::StreamParams params = Runtime::Get().StreamParamsFor(provider);
   Result<std::unique_ptr<fabric::Endpoint>> ep =
       provider.CreateEndpoint(proto::Stream::EndpointAttrFor(params));
@@ -143,6 +144,7 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
   fabric::ConnectData request = proto::EncodeConnectRequest(tuple);
   request.proof_fd = proof_fd;
   request.timeout_ms = timeout_ms;
+  request.dialed_fd = dialed.release();
   Status st = stream.value()->endpoint().Connect(rendezvous, len, request);
   if (!st.ok()) return st;
   return stream;
@@ -296,7 +298,7 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
   std::string reason;
   std::unique_ptr<proto::Stream> stream;
   fabric::Provider* provider = rt.ProviderFor(addr, len, &reason);
-  if (provider && rt.config().late_setup && strcmp(provider->name(), "shm") == 0) {
+  if (provider && rt.config().late_setup && provider->kind() == fabric::ProviderKind::kShm) {
     // The late set-up: kernel TCP now, shm once the connection has proved itself.
     provider = nullptr;
     reason = "not moved to shm yet (late set-up)";
@@ -314,7 +316,7 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
           "SAN_PEER_USERS at both ends allows";
     } else if (r.status().code() == ECONNREFUSED) {
       reason = "no SAN listener at the peer (plain TCP server)";
-      if (strcmp(provider->name(), "shm") != 0) {
+      if (provider->kind() != fabric::ProviderKind::kShm) {
         reason.append(" [").append(provider->name()).append("]");
       }
     } else {

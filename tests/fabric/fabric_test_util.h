@@ -56,6 +56,7 @@ struct PairOptions {
   ConnectData data;
   const char* listen_ip = "127.0.0.1";
   const char* connect_ip = "127.0.0.1";
+  bool dial_first = false;  // Provider::Dial before Connect, which takes the dialled socket
 };
 
 inline void PostRecvs(Endpoint* ep, const MemoryRegion& buf, int count, uint32_t size,
@@ -100,9 +101,15 @@ inline void ConnectPair(Provider* provider, const PairOptions& opt, Pair* pair) 
     PostRecvs(pair->client.get(), pair->client_buf, opt.client_recvs, opt.recv_size, 1000);
   }
   sockaddr_in connect_addr = Ipv4(opt.connect_ip, port);
+  ConnectData data = opt.data;
+  if (opt.dial_first) {
+    Result<UniqueFd> dialed = provider->Dial(Sa(connect_addr), sizeof(connect_addr));
+    ASSERT_TRUE(dialed.ok()) << dialed.status().ToString();
+    data.dialed_fd = dialed.value().release();
+  }
   Status connect_status;
   std::thread t([&] {
-    connect_status = pair->client->Connect(Sa(connect_addr), sizeof(connect_addr), opt.data);
+    connect_status = pair->client->Connect(Sa(connect_addr), sizeof(connect_addr), data);
   });
   auto server = WaitRequest(pair->listener.get());
   if (server.ok()) {

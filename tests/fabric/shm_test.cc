@@ -175,6 +175,41 @@ TEST(fabric_shm, TwoProcessesMove64MiBWithChecksums) {
 
 // A peer that is SIGKILLed never says goodbye; EOF on the rendezvous socket must still show up as
 // broken() (and wake a sleeper) within bounded time.
+// Provider::Dial (what the late move's upper end does before it builds an endpoint): refused at
+// once where no listener is, and a dialled socket is taken over by Connect, which then works as
+// one that connected itself; a Connect that fails still closes the socket it was given.
+TEST(fabric_shm, DialRefusesAtOnceAndConnectTakesTheDialledSocket) {
+  Provider* shm = GetProvider("shm");
+  ASSERT_NE(shm, nullptr);
+  const sockaddr_in nobody = testing::Ipv4("127.0.0.1", testing::NextPort());
+  Result<UniqueFd> refused = shm->Dial(testing::Sa(nobody), sizeof nobody);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ECONNREFUSED) << refused.status().ToString();
+
+  PairOptions opt;
+  opt.dial_first = true;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(shm, opt, &pair));
+  ASSERT_TRUE(pair.client->PostSend(OneSegment(1, 7, "hi", 2)).ok());
+  std::vector<Completion> got = WaitCompletions(pair.server.get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].imm, 7u);
+  EXPECT_EQ(got[0].length, 2u);
+
+  // Connected already: EISCONN, and the dialled socket it was handed is closed, not leaked.
+  const sockaddr_in other = testing::Ipv4("127.0.0.1", testing::NextPort());
+  Result<std::unique_ptr<Listener>> second =
+      shm->Listen(testing::Sa(other), sizeof other, EndpointAttr());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  Result<UniqueFd> dialed = shm->Dial(testing::Sa(other), sizeof other);
+  ASSERT_TRUE(dialed.ok()) << dialed.status().ToString();
+  ConnectData data;
+  data.dialed_fd = dialed.value().release();
+  EXPECT_EQ(pair.client->Connect(testing::Sa(other), sizeof other, data).code(), EISCONN);
+  EXPECT_EQ(fcntl(data.dialed_fd, F_GETFD), -1);
+  EXPECT_EQ(errno, EBADF);
+}
+
 TEST(fabric_shm, SigkilledPeerIsDetected) {
   const uint16_t port = testing::NextPort();
   sockaddr_in addr = testing::Ipv4("127.0.0.1", port);

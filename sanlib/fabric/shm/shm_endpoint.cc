@@ -336,11 +336,13 @@ void ShmEndpoint::CheckPeerAlive(bool force) const {
 }
 
 Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const ConnectData& data) {
+  UniqueFd dialed(data.dialed_fd);  // ours from here on, whatever happens (Provider::Dial)
   if (parts_.side != Side::kClient || parts_.rendezvous.valid()) {
     return Status(EISCONN, "Connect");
   }
   if (data.length > ConnectData::kMax) return Status(EINVAL, "Connect: data length");
-  Result<UniqueFd> sock = ConnectRendezvous(server, len);
+  Result<UniqueFd> sock =
+      dialed.valid() ? Result<UniqueFd>(std::move(dialed)) : ConnectRendezvous(server, len);
   if (!sock.ok()) return sock.status();
   // A listener of another user refuses us unless we bring a proof (ListenProved): say so now,
   // rather than have it close the connection ("no listener").

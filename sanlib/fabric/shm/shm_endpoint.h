@@ -73,6 +73,7 @@ class ShmEndpoint final : public Endpoint {
   bool broken() const override;
   uint32_t mtu() const override { return parts_.mtu; }
   const char* provider_name() const override { return "shm"; }
+  ProviderKind provider_kind() const override { return ProviderKind::kShm; }
   // Single copy (shm_window.cc): process_vm_writev into the peer's exposed window.
   bool CanWriteWindows() override;
   bool CanExposeWindows() const override;

@@ -94,6 +94,10 @@ int ShmProvider::RendezvousPid(const sockaddr* addr, socklen_t len) const {
   return PeerPid(sock.get());
 }
 
+Result<UniqueFd> ShmProvider::Dial(const sockaddr* server, socklen_t len) {
+  return ConnectRendezvous(server, len);
+}
+
 Result<std::unique_ptr<Endpoint>> ShmProvider::CreateEndpoint(const EndpointAttr& attr) {
   Status s = CheckAttr(attr);
   if (!s.ok()) return s;

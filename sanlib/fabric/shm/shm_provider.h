@@ -23,6 +23,7 @@ class ShmProvider final : public Provider {
 
   ShmProvider();
   const char* name() const override { return "shm"; }
+  ProviderKind kind() const override { return ProviderKind::kShm; }
   // kCapSingleCopy only where this process may call process_vm_writev at all (probed once, on
   // ourselves; each connection then probes its peer: ShmEndpoint::CanWriteWindows).
   uint32_t capabilities() const override {
@@ -37,6 +38,7 @@ class ShmProvider final : public Provider {
                                                  const EndpointAttr& attr) override;
   int RendezvousPid(const sockaddr* addr, socklen_t len) const override;
   Result<std::unique_ptr<Endpoint>> CreateEndpoint(const EndpointAttr& attr) override;
+  Result<UniqueFd> Dial(const sockaddr* server, socklen_t len) override;
   Result<std::unique_ptr<Endpoint>> Import(EndpointImage image) override;
 
  private:

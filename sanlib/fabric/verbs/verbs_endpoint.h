@@ -93,6 +93,7 @@ class VerbsEndpoint final : public Endpoint {
   bool broken() const override;
   uint32_t mtu() const override { return mtu_; }
   const char* provider_name() const override { return "verbs"; }
+  ProviderKind provider_kind() const override { return ProviderKind::kVerbs; }
   Result<MemoryRegion> RegisterSendMemory(const void* addr, size_t length) override;
   Status DeregisterSendMemory(const MemoryRegion& region) override;
 

@@ -37,6 +37,7 @@ class VerbsProvider final : public Provider {
   static VerbsProvider* Open(std::string* why_not);
 
   const char* name() const override { return "verbs"; }
+  ProviderKind kind() const override { return ProviderKind::kVerbs; }
   // kCapRegisteredSend only where the kernel copies pinned pages for a fork child itself
   // (ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, Linux >= 5.13): see Open().
   uint32_t capabilities() const override {

@@ -50,6 +50,7 @@ class LoopbackEndpoint final : public Endpoint {
   bool broken() const override;
   uint32_t mtu() const override;
   const char* provider_name() const override { return "loopback"; }
+  ProviderKind provider_kind() const override { return ProviderKind::kTest; }
   // Single copy, emulated: the "peer process" is this one, so the write is a memcpy.
   // Tests: WriteWindow calls that claimed a window so far (the claim precedes any hold).
   uint64_t window_claims() const { return window_writes_.load(std::memory_order_acquire); }

@@ -36,6 +36,7 @@ class LoopbackProvider final : public Provider {
   FaultPlan fault_plan() const;
 
   const char* name() const override { return "loopback"; }
+  ProviderKind kind() const override { return ProviderKind::kTest; }
   uint32_t capabilities() const override;
   uint32_t max_mtu() const override { return kMaxMtu; }
   bool Reaches(const sockaddr* peer, socklen_t len) const override;
