@@ -290,6 +290,8 @@ const std::vector<std::pair<uint64_t, size_t>>& EpollSet::PendingByDataLocked() 
 }
 
 void EpollSet::PublishSizesLocked() {
+  if (!sizes_dirty_) return;
+  sizes_dirty_ = false;
   san_size_.store(static_cast<size_t>(std::count_if(members_.begin(), members_.end(),
                                                     [](const Member& m) { return !m.pending; })),
                   std::memory_order_seq_cst);
@@ -323,14 +325,27 @@ void EpollSet::DropFd(int epfd, int fd) {
 }
 
 EpollSet::Member* EpollSet::FindLocked(int fd) {
-  for (Member& m : members_) {
-    if (m.fd == fd) return &m;
+  if (fd_index_dirty_) {
+    fd_index_.clear();
+    for (size_t i = 0; i < members_.size(); ++i) fd_index_[members_[i].fd] = i;
+    fd_index_dirty_ = false;
   }
-  return nullptr;
+  const auto it = fd_index_.find(fd);
+  return it == fd_index_.end() ? nullptr : &members_[it->second];
+}
+
+void EpollSet::AddMemberLocked(Member m) {
+  members_.push_back(m);
+  const bool index_was_current = !fd_index_dirty_;
+  MembersChangedLocked();
+  if (index_was_current) {
+    fd_index_[m.fd] = members_.size() - 1;  // the others keep their places
+    fd_index_dirty_ = false;
+  }
 }
 
 void EpollSet::DropFdLocked(int fd, bool live) {
-  pending_index_dirty_ = true;
+  MembersChangedLocked();
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](Member& m) {
                                   if (m.fd != fd) return false;
@@ -360,7 +375,6 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
 }
 
 int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event* event) {
-  pending_index_dirty_ = true;
   Member* m = FindLocked(fd);
   if (m && (m->socket != &s || m->socket_id != s.id)) {
     DropFdLocked(fd,
@@ -371,10 +385,11 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
     // Not connected yet: the kernel's registration serves until it turns out to be SAN.
     if (Real().epoll_ctl(epfd, op, fd, event) != 0) return -1;
     if (op == EPOLL_CTL_ADD) {
-      members_.push_back(Member{fd, &s, s.id, event->events, event->data, true});
+      AddMemberLocked(Member{fd, &s, s.id, event->events, event->data, true});
     } else if (m && op == EPOLL_CTL_MOD) {
       m->events = event->events;
       m->data = event->data;
+      pending_index_dirty_ = true;  // a pending member's data is its key there
     } else if (m) {
       DropFdLocked(fd, true);
     }
@@ -386,7 +401,10 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
   if (!m || m->pending) {
     epoll_event unused{};
     if (Real().epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused) != 0 && errno != ENOENT) return -1;
-    if (m) m->pending = false;
+    if (m) {
+      m->pending = false;
+      MembersChangedLocked();
+    }
   }
   if (op != EPOLL_CTL_DEL && (event->events & EPOLLEXCLUSIVE)) {
     if (op == EPOLL_CTL_MOD || (event->events & ~kExclusiveOk)) return Fail(EINVAL);
@@ -394,7 +412,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
   switch (op) {
     case EPOLL_CTL_ADD:
       if (m) return Fail(EEXIST);
-      members_.push_back(Member{fd, &s, s.id, event->events, event->data, false});
+      AddMemberLocked(Member{fd, &s, s.id, event->events, event->data, false});
       return 0;
     case EPOLL_CTL_MOD:
       if (!m) return Fail(ENOENT);
@@ -425,7 +443,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                     epoll_event unused{};
                                     Real().epoll_ctl(epfd, EPOLL_CTL_DEL, m.fd, &unused);
                                     m.pending = false;
-                                    pending_index_dirty_ = true;
+                                    MembersChangedLocked();
                                     return false;
                                   }
                                   // TCP fallback or a listener: the kernel registration is all it
@@ -434,7 +452,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                          now->listening.load();
                                 }),
                  members_.end());
-  if (members_.size() != before) pending_index_dirty_ = true;
+  if (members_.size() != before) MembersChangedLocked();
   PublishSizesLocked();
 }
 

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -111,6 +112,8 @@ class EpollSet {
   // Drops fd's member; `live`: fd still names its socket, so its registrations in inner_ can be
   // ended by number.
   void DropFdLocked(int fd, bool live);
+  // Appends a member (fd not a member yet), keeping the fd index current.
+  void AddMemberLocked(Member m);
   // Drops members whose socket is gone and settles pending ones (mu_ and the pin held).
   void RefreshLocked(int epfd);
   // RefreshLocked, taking the registry's, the table's and the set's locks.
@@ -145,13 +148,21 @@ class EpollSet {
   // Members not pending (their events come from here): while there are none, a waiter sleeps in
   // the kernel (KernelWait) and pending members' kernel registrations wake it.
   std::atomic<size_t> san_size_{0};
+  // Recounts the sizes above, if members_ changed since (sizes_dirty_).
   void PublishSizesLocked();
+  // members_ gained, lost or un-pended a member: the indexes and counts derived from it are stale.
+  void MembersChangedLocked() { pending_index_dirty_ = fd_index_dirty_ = sizes_dirty_ = true; }
   // Pending members as (registered data, index in members_), sorted, for SettleKernelEvents:
   // rebuilt after members_ changed (mu_ held).
   const std::vector<std::pair<uint64_t, size_t>>& PendingByDataLocked();
   std::vector<Member> members_;
   std::vector<std::pair<uint64_t, size_t>> pending_by_data_;
   bool pending_index_dirty_ = true;
+  // fd -> index in members_, for FindLocked (an event loop's epoll_ctl per request on a set of
+  // thousands); rebuilt after members_ lost a member, extended when it gains one.
+  std::unordered_map<int, size_t> fd_index_;
+  bool fd_index_dirty_ = false;
+  bool sizes_dirty_ = false;
   size_t next_ = 0;  // where the next scan starts (fairness among ready members)
 };
 
