@@ -336,16 +336,12 @@ EpollSet::Member* EpollSet::FindLocked(int fd) {
 
 void EpollSet::AddMemberLocked(Member m) {
   members_.push_back(m);
-  const bool index_was_current = !fd_index_dirty_;
-  MembersChangedLocked();
-  if (index_was_current) {
-    fd_index_[m.fd] = members_.size() - 1;  // the others keep their places
-    fd_index_dirty_ = false;
-  }
+  CountsChangedLocked();
+  if (!fd_index_dirty_) fd_index_[m.fd] = members_.size() - 1;  // the others keep their places
 }
 
 void EpollSet::DropFdLocked(int fd, bool live) {
-  MembersChangedLocked();
+  MemberLeftLocked();
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](Member& m) {
                                   if (m.fd != fd) return false;
@@ -403,7 +399,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
     if (Real().epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused) != 0 && errno != ENOENT) return -1;
     if (m) {
       m->pending = false;
-      MembersChangedLocked();
+      CountsChangedLocked();
     }
   }
   if (op != EPOLL_CTL_DEL && (event->events & EPOLLEXCLUSIVE)) {
@@ -443,7 +439,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                     epoll_event unused{};
                                     Real().epoll_ctl(epfd, EPOLL_CTL_DEL, m.fd, &unused);
                                     m.pending = false;
-                                    MembersChangedLocked();
+                                    CountsChangedLocked();
                                     return false;
                                   }
                                   // TCP fallback or a listener: the kernel registration is all it
@@ -452,7 +448,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                          now->listening.load();
                                 }),
                  members_.end());
-  if (members_.size() != before) MembersChangedLocked();
+  if (members_.size() != before) MemberLeftLocked();
   PublishSizesLocked();
 }
 

@@ -150,8 +150,13 @@ class EpollSet {
   std::atomic<size_t> san_size_{0};
   // Recounts the sizes above, if members_ changed since (sizes_dirty_).
   void PublishSizesLocked();
-  // members_ gained, lost or un-pended a member: the indexes and counts derived from it are stale.
-  void MembersChangedLocked() { pending_index_dirty_ = fd_index_dirty_ = sizes_dirty_ = true; }
+  // A member joined, or stopped being pending: the pending index and the counts are stale.
+  void CountsChangedLocked() { pending_index_dirty_ = sizes_dirty_ = true; }
+  // A member left: the fd index is stale too (members after it moved down).
+  void MemberLeftLocked() {
+    CountsChangedLocked();
+    fd_index_dirty_ = true;
+  }
   // Pending members as (registered data, index in members_), sorted, for SettleKernelEvents:
   // rebuilt after members_ changed (mu_ held).
   const std::vector<std::pair<uint64_t, size_t>>& PendingByDataLocked();

@@ -363,7 +363,6 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
   }
   // The peer's part may be read already (the upper end's wake byte came before our switch).
   if (u.peer_wake_taken) u.inflow_done.store(true);
-  Runtime::Get().usage().tcp_connections.fetch_sub(1);
   SAN_LOG_INFO("fd %d: moved to shm after %llu bytes out and %llu in over kernel TCP", fd,
                static_cast<unsigned long long>(written.value()),
                static_cast<unsigned long long>(u.consumed));

@@ -162,6 +162,11 @@ void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string rea
   if (stream) {
     if (s.nodelay_requested) stream->SetNoDelay(true);
     MakeHoldersPipe(s);
+    // A kernel TCP connection moved to a stream (the late move, san_upgrade) was counted as TCP
+    // when it settled first; from now on it counts as SAN only, so that SAN_REPORT adds up.
+    if (s.mode.load(std::memory_order_acquire) == SocketMode::kTcp) {
+      Runtime::Get().usage().tcp_connections.fetch_sub(1);
+    }
     Runtime::Get().CountSettled(stream.get());
     s.stream = std::move(stream);
     // kShm is "carried by a SAN stream", whichever provider; the stream's endpoint names it

@@ -222,11 +222,7 @@ int Upgrade(int fd) {
     errno = ENOTSUP;
     return -1;
   }
-  // A connection settled as TCP (connected to a plain listener, as ftp_client's to an inetd
-  // service) was counted as such; from now on it counts as shm only (SAN_REPORT adds up).
-  const bool counted_as_tcp = s->mode.load(std::memory_order_acquire) == SocketMode::kTcp;
-  Settle(*s, std::move(stream).value(), "");
-  if (counted_as_tcp) rt.usage().tcp_connections.fetch_sub(1);
+  Settle(*s, std::move(stream).value(), "");  // a connection counted as TCP counts as shm now
   if (!s->nonblocking.load()) WaitForWindow(*s);
   return 0;
 }
