@@ -8,15 +8,16 @@
 // sees ECONNRESET, and nothing that arrived behind the violating packet is delivered. (A break
 // that is not a violation still delivers everything that had landed before it.)
 //
-// Progress is made by whichever thread calls in (SOVIA-SINGLE); nothing here blocks or sleeps:
-// "would block" is Status EAGAIN, and the socket layer decides whether to spin or sleep on the
-// doorbell.
+// Progress is made by whichever thread calls in (SOVIA-SINGLE); nothing here sleeps: "would
+// block" is Status EAGAIN, and the socket layer decides whether to spin or sleep on the doorbell.
+// The one wait is a zero-copy Send's, for the provider to complete its sends (see Send).
 //
-// Where state lives: every mutable field is in a StreamShared block in an anonymous MAP_SHARED
-// mapping of its own (not in the endpoint's buffers, which the peer can write), and the receive
-// and staging buffers are the endpoint's shared memory, so a fork() child that inherits the
-// connection sees exactly what the parent sees. The Stream object only holds pointers and
-// constants.
+// Where state lives: every mutable field is in a StreamShared block (stream/state.h: one part per
+// concern, each with its invariants) in an anonymous MAP_SHARED mapping of its own (not in the
+// endpoint's buffers, which the peer can write), and the receive and staging buffers are the
+// endpoint's shared memory, so a fork() child that inherits the connection sees exactly what the
+// parent sees. The Stream object only holds pointers and constants. The implementation is one
+// file per concern (stream/locked.h lists them).
 //
 // Thread-safety: every public method takes the stream's process-shared lock; any number of threads
 // (and processes, after fork) may call concurrently. Ownership: owns the Endpoint.
@@ -119,7 +120,7 @@ struct StreamStats {
   uint64_t zero_copy_refused = 0;     // registrations the provider refused (copied instead)
 };
 
-struct StreamShared;  // stream.cc: the state block in shared memory
+struct StreamShared;  // stream/state.h: the state block in shared memory
 
 // A stream packed to move to another process of the same user (a fork child that accepted the
 // connection, see socket/handover.h): its endpoint's image, its state block as bytes, where its
@@ -279,7 +280,7 @@ class Stream {
 
  private:
   Stream(std::unique_ptr<fabric::Endpoint> endpoint, uint32_t caps, const StreamParams& params);
-  class Locked;  // the operations that run with the lock held (stream.cc)
+  class Locked;  // the operations that run with the lock held (stream/locked.h)
 
   std::unique_ptr<fabric::Endpoint> endpoint_;
   const uint32_t caps_;
