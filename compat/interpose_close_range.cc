@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "compat/epoll_set.h"
 #include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
@@ -92,7 +91,7 @@ int CloseRange(unsigned first, unsigned last, int flags) {
     if (Managed(fd)) {
       san::Close(fd);
     } else {
-      san::compat::EpollSet::Forget(fd);
+      san::EpollClosed(fd);
       Real().close(fd);
     }
   }

@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <sys/ioctl.h>
 
-#include "compat/epoll_set.h"
 #include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
@@ -16,8 +15,6 @@
 
 using san::compat::KeepErrno;
 using san::compat::Managed;
-using san::compat::ManagedData;
-using san::compat::ManagedShm;
 using san::compat::Real;
 
 namespace {
@@ -29,7 +26,7 @@ int Duplicate(int fd, int target, int flags, bool is_dup3) {
   auto call = [&] { return is_dup3 ? Real().dup3(fd, target, flags) : Real().dup2(fd, target); };
   if (Real().fcntl(fd, F_GETFD) < 0 || (is_dup3 && (flags & ~O_CLOEXEC))) return call();
   san::Release(target);
-  san::compat::EpollSet::Forget(target);
+  san::EpollClosed(target);
   const int result = call();
   if (result >= 0) san::NoteDuplicate(fd, target);
   return result;
@@ -69,7 +66,7 @@ int dup2(int fd, int target) {
   return KeepErrno([&]() -> int {
     if (fd == target || (!Managed(fd) && !Managed(target))) {
       const int r = Real().dup2(fd, target);
-      if (r >= 0 && fd != target) san::compat::EpollSet::Forget(target);
+      if (r >= 0 && fd != target) san::EpollClosed(target);
       return r;
     }
     return Duplicate(fd, target, 0, false);
@@ -80,7 +77,7 @@ int dup3(int fd, int target, int flags) {
   return KeepErrno([&]() -> int {
     if (fd == target || (!Managed(fd) && !Managed(target))) {
       const int r = Real().dup3(fd, target, flags);
-      if (r >= 0) san::compat::EpollSet::Forget(target);
+      if (r >= 0) san::EpollClosed(target);
       return r;
     }
     return Duplicate(fd, target, flags, true);
@@ -105,57 +102,14 @@ int fcntl64(int fd, int cmd, ...) {
       [&] { return FcntlCommon(Real().fcntl64 ? Real().fcntl64 : Real().fcntl, fd, cmd, arg); });
 }
 
-}  // extern "C"
-
-namespace {
-
-// ioctl on a managed socket: FIONREAD counts SAN bytes, FIONBIO reaches the SAN path.
-int Ioctl(int fd, unsigned long request, void* arg) {
-  if (request == FIONREAD && arg) {
-    // A kernel-TCP connection that may still move to shm, or one whose peer's TCP bytes are
-    // still being read (socket/late_upgrade.h): its wake byte is not data.
-    san::SanSocket* late = ManagedData(fd);
-    if (late && late->late &&
-        (late->mode.load() == san::SocketMode::kTcp || san::InflowPending(*late))) {
-      const size_t n = san::LateReadable(*late);
-      *static_cast<int*>(arg) = n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
-      return 0;
-    }
-  }
-  san::SanSocket* s = ManagedShm(fd);
-  if (!s || (request != FIONREAD && request != FIONBIO)) {
-    if (request == FIONBIO && Managed(fd) && arg) {
-      // Not connected yet (or TCP): the flag still decides how later SAN calls block.
-      const int rc = Real().ioctl(fd, request, arg);
-      if (rc == 0) Managed(fd)->nonblocking.store(*static_cast<int*>(arg) != 0);
-      return rc;
-    }
-    return Real().ioctl(fd, request, arg);
-  }
-  if (!arg) {
-    errno = EFAULT;
-    return -1;
-  }
-  if (request == FIONREAD) {
-    const size_t n = s->stream->Available();
-    *static_cast<int*>(arg) = n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
-    return 0;
-  }
-  const int rc = Real().ioctl(fd, request, arg);  // the kernel socket's flag: F_GETFL reads it
-  if (rc == 0) s->nonblocking.store(*static_cast<int*>(arg) != 0);
-  return rc;
-}
-
-}  // namespace
-
-extern "C" {
-
 int ioctl(int fd, unsigned long request, ...) {
   va_list ap;
   va_start(ap, request);
   void* arg = va_arg(ap, void*);
   va_end(ap);
-  return KeepErrno([&] { return Ioctl(fd, request, arg); });
+  return KeepErrno([&] {
+    return Managed(fd) ? san::Ioctl(fd, request, arg) : Real().ioctl(fd, request, arg);
+  });
 }
 
 }  // extern "C"

@@ -3,7 +3,6 @@
 // else goes to libc unchanged.
 #include <errno.h>
 
-#include "compat/epoll_set.h"
 #include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/policy.h"
@@ -100,7 +99,7 @@ int shutdown(int fd, int how) {
 int close(int fd) {
   return KeepErrno([&]() -> int {
     if (Managed(fd)) return san::Close(fd);
-    san::compat::EpollSet::Forget(fd);
+    san::EpollClosed(fd);
     return Real().close(fd);
   });
 }

@@ -63,10 +63,6 @@ RealCalls Load() {
   Resolve(r.ppoll, "ppoll");
   Resolve(r.select, "select");
   Resolve(r.pselect, "pselect");
-  Resolve(r.epoll_create, "epoll_create");
-  Resolve(r.epoll_create1, "epoll_create1");
-  Resolve(r.epoll_ctl, "epoll_ctl");
-  Resolve(r.epoll_wait, "epoll_wait");
   Resolve(r.epoll_pwait, "epoll_pwait");
   Resolve(r.epoll_pwait2, "epoll_pwait2", false);
   Resolve(r.fdopen, "fdopen");

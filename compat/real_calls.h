@@ -58,13 +58,9 @@ struct RealCalls {
   int (*ppoll)(pollfd*, nfds_t, const timespec*, const sigset_t*);
   int (*select)(int, fd_set*, fd_set*, fd_set*, timeval*);
   int (*pselect)(int, fd_set*, fd_set*, fd_set*, const timespec*, const sigset_t*);
-
-  int (*epoll_create)(int);
-  int (*epoll_create1)(int);
-  int (*epoll_ctl)(int, int, int, epoll_event*);
-  int (*epoll_wait)(int, epoll_event*, int, int);
+  // The blocking epoll waits (cancellation points), for an epoll_wait with only kernel fds.
   int (*epoll_pwait)(int, epoll_event*, int, int, const sigset_t*);
-  // May be null (glibc before 2.35): then epoll_pwait2 is not interposed in effect (ENOSYS).
+  // May be null (glibc before 2.35): then the system call is made directly.
   int (*epoll_pwait2)(int, epoll_event*, int, const timespec*, const sigset_t*);
 
   FILE* (*fdopen)(int, const char*);

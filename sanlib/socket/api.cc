@@ -88,6 +88,17 @@ int san_fcntl(int fd, int cmd, ...) {
 int san_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   return san::Poll(fds, nfds, timeout_ms);
 }
+int san_epoll_create1(int flags) { return san::EpollCreate(flags); }
+int san_epoll_ctl(int epfd, int op, int fd, struct epoll_event* event) {
+  return san::EpollCtl(epfd, op, fd, event);
+}
+int san_epoll_wait(int epfd, struct epoll_event* events, int max_events, int timeout_ms) {
+  return san::EpollWait(epfd, events, max_events, timeout_ms);
+}
+int san_epoll_pwait(int epfd, struct epoll_event* events, int max_events, int timeout_ms,
+                    const sigset_t* sigmask) {
+  return san::EpollWait(epfd, events, max_events, timeout_ms, sigmask);
+}
 
 int san_upgrade(int fd) { return san::Upgrade(fd); }
 int san_is_socket(int fd) { return san::Runtime::Get().table().Find(fd) != nullptr; }

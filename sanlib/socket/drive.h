@@ -1,7 +1,7 @@
-// The blocking engine under every data call on a SAN socket (data_path.cc, file_transfer.cc): run
-// a nonblocking stream operation, spin for SAN_SPIN_US, then sleep on the doorbell, honouring the
-// socket's SO_RCVTIMEO/SO_SNDTIMEO; plus the pieces every such call shares (the move to kernel
-// TCP, the errno a broken connection reports).
+// The blocking loop under every data call on a SAN socket (data_path.cc, file_transfer.cc): run
+// a nonblocking stream operation, spin, then sleep on the doorbell (the engine all blocking calls
+// share: spin_then_sleep.h), honouring the socket's SO_RCVTIMEO/SO_SNDTIMEO; plus the pieces every
+// such call shares (the move to kernel TCP, the errno a broken connection reports).
 //
 // Thread-safety: as the C API (any thread; the stream serialises itself).
 #pragma once
@@ -12,11 +12,11 @@
 #include <cstdint>
 
 #include "sanlib/common/clock.h"
-#include "sanlib/common/spin_governor.h"
 #include "sanlib/common/status.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/san_socket.h"
 #include "sanlib/socket/socket_ops.h"
+#include "sanlib/socket/spin_then_sleep.h"
 
 namespace san {
 
@@ -51,42 +51,25 @@ struct CallDeadline {
 // live on the kernel socket (setsockopt passes them through); the kernel's recv/send honour them.
 uint64_t TimeoutDeadline(SanSocket& s, bool want_write, uint64_t start);
 
-// Runs a nonblocking stream operation until it does something: spin for SAN_SPIN_US, then sleep on
-// the doorbell. Returns the operation's own result, EAGAIN if nonblocking or when the socket's
-// timeout (`call`) passes, EINTR on a signal.
+// Runs a nonblocking stream operation until it does something: spin, then sleep on the doorbell
+// (spin_then_sleep.h). Returns the operation's own result, EAGAIN if nonblocking or when the
+// socket's timeout (`call`) passes, EINTR on a signal.
 template <typename Op>
 Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadline* call, Op op) {
-  // The clock is read at the first miss and then every kClockEvery-th: a spinning attempt is a
-  // few tens of ns, so reading it each time would be a good part of the loop.
-  constexpr uint32_t kClockEvery = 16;
-  const Config& config = Runtime::Get().config();
-  const uint64_t spin_ns = SpinGovernor::BudgetNs(config);
-  uint64_t spin_until = 0;
-  bool slept = false;
-  SpinPause pause;
-  for (uint32_t attempt = 0;; ++attempt) {
+  SpinThenSleep engine(Runtime::Get().config());
+  for (;;) {
     Result<size_t> r = op();
     WakeSleepers(s);  // whatever this attempt reaped may be what another thread waits for
     if (r.ok() || !r.status().would_block() || nonblocking) {
-      if (spin_until != 0 && !slept)
-        SpinGovernor::SpinSucceeded(config, NowNs() - (spin_until - spin_ns));
+      engine.Found();
       return r;
     }
-    if (spin_until != 0 && attempt % kClockEvery != 0) {
-      pause();
-      continue;
-    }
+    const bool spin = engine.Spin();
+    if (call->first_wait_ns == 0) call->first_wait_ns = engine.first_miss_ns();
+    if (spin) continue;
     const uint64_t now = NowNs();
-    if (call->first_wait_ns == 0) call->first_wait_ns = now;
-    if (spin_until == 0) spin_until = now + spin_ns;
-    if (now < spin_until) {
-      pause();
-      continue;
-    }
     // About to sleep: only now is the timeout looked up (a syscall), so spinning stays cheap.
     if (call->deadline_ns == 0) {
-      // Once per call: the first time it sleeps.
-      SpinGovernor::SpinFailed(config, now - (spin_until - spin_ns));
       call->deadline_ns = TimeoutDeadline(s, want_write, call->first_wait_ns);
     }
     if (now >= call->deadline_ns) {
@@ -97,7 +80,6 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadli
       timeout_ms = static_cast<int>(
           std::min<uint64_t>((call->deadline_ns - now + 999999) / 1000000, INT32_MAX));
     }
-    slept = true;
     Status st = SleepOnSocket(s, want_write, timeout_ms);
     if (!st.ok() && st.code() != ETIMEDOUT) return st;  // ETIMEDOUT: the loop checks the deadline
   }

@@ -8,6 +8,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -92,6 +93,26 @@ inline int ppoll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* sigmask)
 }
 inline int poll(pollfd* fds, nfds_t n, int timeout_ms) {
   return ppoll(fds, n, timeout_ms, nullptr);
+}
+inline int epoll_create1(int flags) {
+  return static_cast<int>(::syscall(SYS_epoll_create1, flags));
+}
+inline int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
+  return static_cast<int>(::syscall(SYS_epoll_ctl, epfd, op, fd, event));
+}
+inline int epoll_pwait(int epfd, epoll_event* events, int max_events, int timeout_ms,
+                       const sigset_t* sigmask) {
+  return static_cast<int>(
+      ::syscall(SYS_epoll_pwait, epfd, events, max_events, timeout_ms, sigmask, _NSIG / 8));
+}
+inline int epoll_wait(int epfd, epoll_event* events, int max_events, int timeout_ms) {
+  return kernel::epoll_pwait(epfd, events, max_events, timeout_ms, nullptr);
+}
+// ENOSYS from a kernel older than 5.11.
+inline int epoll_pwait2(int epfd, epoll_event* events, int max_events, const timespec* timeout,
+                        const sigset_t* sigmask) {
+  return static_cast<int>(
+      ::syscall(SYS_epoll_pwait2, epfd, events, max_events, timeout, sigmask, _NSIG / 8));
 }
 
 }  // namespace san::kernel

@@ -167,7 +167,7 @@ bool LateStep(SanSocket& s);
 constexpr int kLateSwitched = EXDEV;
 // How long a sleep that a candidate's move could leave without a wake-up lasts at a time before
 // it looks again: a blocking read on a candidate (here), a poll or an epoll_wait whose only
-// SAN-capable members are candidates (socket/poll.cc, compat/epoll_set.cc).
+// SAN-capable members are candidates (socket/poll.cc, socket/epoll_set.cc).
 constexpr int kLateNapMs = 5;
 ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags);
 ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags);

@@ -1,12 +1,15 @@
-// Socket options and fcntl on SAN sockets.
+// Socket options, fcntl and ioctl on SAN sockets.
 //
 // Every option is applied to the kernel socket underneath too (it is the socket's identity:
 // getsockopt must read back what was set, and a connection that falls back to TCP keeps it).
 // Those that mean something to the SAN path act on it as well: TCP_NODELAY turns combining off,
 // O_NONBLOCK makes the data calls nonblocking, SO_ERROR reports the SAN connection's error.
 // SO_RCVBUF/SO_SNDBUF and SO_KEEPALIVE stay kernel-only: the SAN window is fixed at set-up
-// (SAN_WINDOW), and keepalive on the kernel socket is what detects a dead peer host.
+// (SAN_WINDOW), and keepalive on the kernel socket is what detects a dead peer host. FIONREAD
+// counts the bytes a read would return (SAN's queue, or a late move's TCP bytes), FIONBIO acts
+// as O_NONBLOCK does.
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -73,6 +76,35 @@ int Fcntl(int fd, int cmd, long arg) {
     if (SanSocket* s = Runtime::Get().table().Find(fd)) s->nonblocking.store(arg & O_NONBLOCK);
   }
   return rc;
+}
+
+int Ioctl(int fd, unsigned long request, void* arg) {
+  SanSocket* s = Runtime::Get().table().Find(fd);
+  if (!s || (request != FIONREAD && request != FIONBIO)) return kernel::ioctl(fd, request, arg);
+  if (!arg) {
+    errno = EFAULT;
+    return -1;
+  }
+  if (request == FIONBIO) {
+    // The kernel socket's flag too: F_GETFL reads it, and a connection not settled yet (or TCP)
+    // keeps it for how its later SAN calls block.
+    const int rc = kernel::ioctl(fd, request, arg);
+    if (rc == 0) s->nonblocking.store(*static_cast<int*>(arg) != 0);
+    return rc;
+  }
+  size_t n = 0;
+  const SocketMode mode = s->mode.load(std::memory_order_acquire);
+  if (s->late && SanlibCarries(*s) && (mode == SocketMode::kTcp || InflowPending(*s))) {
+    // A kernel-TCP connection that may still move to shm, or one whose peer's TCP bytes are still
+    // being read (late_upgrade.h): its wake byte is not data.
+    n = LateReadable(*s);
+  } else if (mode == SocketMode::kShm) {
+    n = s->stream->Available();
+  } else {
+    return kernel::ioctl(fd, request, arg);
+  }
+  *static_cast<int*>(arg) = n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
+  return 0;
 }
 
 int GetInfo(int fd, san_info* info) {

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "sanlib/common/clock.h"
-#include "sanlib/common/spin_governor.h"
 #include "sanlib/socket/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
+#include "sanlib/socket/spin_then_sleep.h"
 #include "sanlib/socket/tcp_move.h"
 
 namespace san {
@@ -21,8 +21,6 @@ constexpr short kInEvents = POLLIN | POLLRDNORM;
 constexpr short kOutEvents = POLLOUT | POLLWRNORM;
 // Kernel fds are polled (a syscall) only every this many spins while waiting for SAN sockets.
 constexpr int kKernelCheckEvery = 32;
-// The clock is read every this many spins.
-constexpr int kClockEvery = 8;
 
 // A nonblocking connect() whose kernel half is still in progress: not writable until it is done.
 // Returns the kernel's revents once finished (0 while in progress).
@@ -161,10 +159,8 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
     timeout_ms = naps.remaining_ms();
   }
 
-  const Config& config = Runtime::Get().config();
-  const WaitBudget budget(timeout_ms, SpinGovernor::BudgetNs(config));
-  bool slept = false;
-  SpinPause pause;
+  const WaitBudget budget(timeout_ms, 0);
+  SpinThenSleep engine(Runtime::Get().config(), timeout_ms);
   for (int round = 0;; ++round) {
     // Look at everything: SAN state directly, kernel fds without waiting.
     int ready = 0;
@@ -191,22 +187,13 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
       if (p.revents) ++ready;
     }
     if (ready > 0) {
-      if (round > 0 && !slept) SpinGovernor::SpinSucceeded(config, budget.elapsed_ns());
+      engine.Found();
       return ready;
     }
-    // The clock is read every kClockEvery-th round only: a round is tens of ns.
-    if (round % kClockEvery != 0) {
-      pause();
-      continue;
-    }
+    if (timeout_ms == 0) return 0;
+    if (engine.Spin()) continue;
     const int left = budget.remaining_ms();
     if (left == 0) return 0;
-    if (budget.spinning()) {
-      pause();
-      continue;
-    }
-    if (!slept) SpinGovernor::SpinFailed(config, budget.elapsed_ns());
-    slept = true;
     // Sleep until a doorbell, a kernel fd or the timeout; then look again.
     for (pollfd& p : kernel_fds) p.revents = 0;
     int rc = SleepOnSockets(sans.data(), san_events.data(), sans.size(), kernel_fds.data(),

@@ -418,7 +418,7 @@ void ReleaseNumber(int fd, Number number) {
   Runtime* rt_or_null = Runtime::IfCreated();
   if (!rt_or_null || !rt_or_null->table().Find(fd)) return;
   Runtime& rt = *rt_or_null;
-  // Not while another thread holds sockets pinned across a sleep (compat's epoll_wait).
+  // Not while another thread holds sockets pinned across a sleep (epoll_wait: EpollSet::Wait).
   auto lifetime = rt.table().LockLifetime();
   // A ghost is looked at again under the lock: its number may have been put back meanwhile (an
   // exec's placeholders, undone when the exec fails).
@@ -499,6 +499,7 @@ void SweepGhosts() {
 int Close(int fd) {
   Runtime::CheckMissedFork();
   Release(fd);
+  EpollClosed(fd);
   return kernel::close(fd);
 }
 

@@ -1,12 +1,13 @@
 // The socket layer's operations behind the C API (api.cc): connection life cycle (socket_ops.cc),
-// data transfer (data_path.cc), readiness (poll.cc), waiting (wait.cc), options (options.cc) and
-// in-band upgrade (upgrade.cc).
+// data transfer (data_path.cc), readiness (poll.cc, epoll.cc), waiting (wait.cc), options
+// (options.cc) and in-band upgrade (upgrade.cc).
 //
 // Conventions: each returns what the POSIX call returns (-1 with errno set exactly as the kernel
 // would); a socket sanlib does not manage goes straight to the kernel. Thread-safety: as the C API.
 #pragma once
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -18,6 +19,7 @@
 
 #include "sanlib/fabric/provider.h"
 #include "sanlib/proto/wire.h"
+#include "sanlib/socket/kernel.h"
 #include "sanlib/socket/san_socket.h"
 #include "sanlib/socket/socket_table.h"
 
@@ -52,9 +54,29 @@ void SweepGhosts();
 ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags);
 ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags);
 int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask = nullptr);
+// epoll over SAN sockets and kernel fds (epoll.cc, epoll_set.h): the epoll fd is a kernel epoll
+// instance; the calls are epoll_create1, epoll_ctl, epoll_pwait (sigmask may be null) and
+// epoll_pwait2 (timeout null = none; rounded up to the millisecond once SAN sockets are involved).
+// A wait with only kernel fds to watch sleeps in `kernel_waits`: the raw system calls by default;
+// the compatibility layer passes libc's, which are pthread cancellation points, as the program
+// expects of epoll_wait.
+struct KernelEpollWaits {
+  int (*pwait)(int, epoll_event*, int, int, const sigset_t*) = kernel::epoll_pwait;
+  int (*pwait2)(int, epoll_event*, int, const timespec*, const sigset_t*) = kernel::epoll_pwait2;
+};
+int EpollCreate(int flags);
+int EpollCtl(int epfd, int op, int fd, epoll_event* event);
+int EpollWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
+              const sigset_t* sigmask = nullptr, KernelEpollWaits kernel_waits = {});
+int EpollWait2(int epfd, epoll_event* events, int max_events, const timespec* timeout,
+               const sigset_t* sigmask, KernelEpollWaits kernel_waits = {});
+// fd no longer names what it named (closed, or replaced by dup2/dup3): if it was an epoll fd, the
+// set of SAN registrations kept for it is forgotten. Close does this itself.
+void EpollClosed(int fd);
 int GetSockOpt(int fd, int level, int name, void* value, socklen_t* len);
 int SetSockOpt(int fd, int level, int name, const void* value, socklen_t len);
 int Fcntl(int fd, int cmd, long arg);
+int Ioctl(int fd, unsigned long request, void* arg);
 // In-band upgrade of an established kernel TCP connection both ends of which call it (upgrade.cc).
 int Upgrade(int fd);
 int GetInfo(int fd, san_info* info);
@@ -67,7 +89,7 @@ short SocketRevents(SanSocket& s, short events);
 // `sigmask` (may be null) is in force during the sleep, as with ppoll.
 int SleepOnSockets(SanSocket* const* sockets, const short* events, size_t count, pollfd* kernel_fds,
                    nfds_t kernel_count, int timeout_ms, const sigset_t* sigmask = nullptr);
-// SleepOnSockets in two halves, for a caller that sleeps in its own poll (compat's epoll_wait):
+// SleepOnSockets in two halves, for a caller that sleeps in its own poll (EpollSet::Wait):
 // the kernel fds that stand for one SAN socket while a thread sleeps on it.
 struct SleepWatch {
   SanSocket* socket;

@@ -3,7 +3,7 @@
 // Lookups are lock-free (the data path does one per call; common/fd_index.h). A socket may be
 // published under several numbers (dup). A removed socket is not deleted here: the caller (close)
 // decides its fate, under the lifetime lock: a thread that holds sockets across a sleep without a
-// call on them in progress (compat's epoll_wait) pins the table, and close() deletes only when no
+// call on them in progress (EpollSet::Wait) pins the table, and close() deletes only when no
 // pin is held. A thread inside a data call on an fd another thread closes is an application race,
 // as with the kernel's fd reuse; it keeps working on the stream, which the close thread frees only
 // after its linger.

@@ -194,7 +194,7 @@ TEST_F(DrpcE2e, ManyConcurrentPingsToOneNode) {
 }
 
 // A client waiting on a quiet SAN stream sleeps, like one on TCP. With gRPC's default engine
-// (epoll1: every fd EPOLLIN|EPOLLOUT|EPOLLET) compat's epoll_wait never slept while the idle SAN
+// (epoll1: every fd EPOLLIN|EPOLLOUT|EPOLLET) sanlib's epoll_wait never slept while the idle SAN
 // socket was writable, and both ends spun a CPU for the whole wait (docs/drpc.md, problem 4);
 // drpc runs that engine (the fix is compat's). Compared with the same wait
 // over TCP, so start-up costs (ASan) cancel out; the spin used about the whole 2 s on an idle
@@ -218,7 +218,7 @@ TEST_F(DrpcE2e, SanBulkStreams) { BulkStreams(); }
 // The same with the late set-up: each connection starts on kernel TCP and moves to shm in the
 // middle of its streams (by its bytes: SAN_UPGRADE_BYTES), between gRPC's threads. This stalled
 // until the deadline in most runs while a poller asleep in the kernel's epoll_wait on the
-// socket missed the move made by another thread's call (compat/epoll_set.h, KernelWait). Once
+// socket missed the move made by another thread's call (socket/epoll_set.h, KernelWait). Once
 // in some 250 runs a Pull ended one 256 KiB chunk short with status OK: a sendmsg that looked at
 // the socket inside the switch, after it stopped being a candidate and before it was kShm, went
 // to the kernel socket after the byte count the peer reads up to (san_socket.h, SanlibCarries;

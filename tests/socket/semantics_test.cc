@@ -24,10 +24,12 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -73,6 +75,9 @@ class Api {
   virtual int GetPeerName(int fd, sockaddr* a, socklen_t* len) = 0;
   virtual int Fcntl(int fd, int cmd, long arg) = 0;
   virtual int Poll(pollfd* fds, nfds_t n, int timeout_ms) = 0;
+  virtual int EpollCreate() = 0;  // closed with Close
+  virtual int EpollCtl(int epfd, int op, int fd, epoll_event* ev) = 0;
+  virtual int EpollWait(int epfd, epoll_event* events, int max, int timeout_ms) = 0;
   // A freshly connected socket is on the data path this implementation is meant to test.
   virtual void ExpectAccelerated(int fd) = 0;
   // For the few cases that must act differently to reach the same state (documented there).
@@ -113,6 +118,13 @@ class SanApi final : public Api {
   }
   int Fcntl(int fd, int cmd, long arg) override { return san_fcntl(fd, cmd, arg); }
   int Poll(pollfd* fds, nfds_t n, int timeout_ms) override { return san_poll(fds, n, timeout_ms); }
+  int EpollCreate() override { return san_epoll_create1(EPOLL_CLOEXEC); }
+  int EpollCtl(int epfd, int op, int fd, epoll_event* ev) override {
+    return san_epoll_ctl(epfd, op, fd, ev);
+  }
+  int EpollWait(int epfd, epoll_event* events, int max, int timeout_ms) override {
+    return san_epoll_wait(epfd, events, max, timeout_ms);
+  }
   void ExpectAccelerated(int fd) override {
     san_info info{};
     ASSERT_EQ(san_getinfo(fd, &info), 0) << strerror(errno);
@@ -155,6 +167,13 @@ class KernelApi final : public Api {
   }
   int Fcntl(int fd, int cmd, long arg) override { return ::fcntl(fd, cmd, arg); }
   int Poll(pollfd* fds, nfds_t n, int timeout_ms) override { return ::poll(fds, n, timeout_ms); }
+  int EpollCreate() override { return ::epoll_create1(EPOLL_CLOEXEC); }
+  int EpollCtl(int epfd, int op, int fd, epoll_event* ev) override {
+    return ::epoll_ctl(epfd, op, fd, ev);
+  }
+  int EpollWait(int epfd, epoll_event* events, int max, int timeout_ms) override {
+    return ::epoll_wait(epfd, events, max, timeout_ms);
+  }
   void ExpectAccelerated(int) override {}
   bool IsKernel() const override { return true; }
 };
@@ -1174,6 +1193,167 @@ SEMANTICS_CASE(TcpNoDelay) {
   ASSERT_EQ(api.GetSockOpt(fresh, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
   t.Note("unconnected after set 1 -> " + std::to_string(v != 0));
   api.Close(fresh);
+}
+
+// ---------------------------------------------------------------------------------------------
+// epoll (san_epoll_* against the kernel's).
+
+std::string EpollMask(uint32_t events) {
+  static const struct {
+    uint32_t bit;
+    const char* name;
+  } kBits[] = {{EPOLLIN, "IN"},   {EPOLLPRI, "PRI"},       {EPOLLOUT, "OUT"},
+               {EPOLLERR, "ERR"}, {EPOLLHUP, "HUP"},       {EPOLLRDNORM, "RDNORM"},
+               {EPOLLWRNORM, "WRNORM"}, {EPOLLRDHUP, "RDHUP"}};
+  std::string s;
+  for (const auto& b : kBits) {
+    if (events & b.bit) s += std::string(s.empty() ? "" : "|") + b.name;
+  }
+  return s.empty() ? "0" : s;
+}
+
+// "rc: data=mask ..." for one epoll_wait, events in data order (the order of ready members is
+// not part of epoll's contract).
+std::string EpollAll(Api& api, int epfd, int timeout_ms) {
+  epoll_event got[8];
+  const int rc = api.EpollWait(epfd, got, 8, timeout_ms);
+  std::string out = Outcome(rc);
+  std::vector<std::pair<uint64_t, uint32_t>> seen;
+  for (int i = 0; i < rc; ++i) {
+    const uint64_t data = got[i].data.u64;  // epoll_event is packed: copy, never bind
+    const uint32_t mask = got[i].events;
+    seen.emplace_back(data, mask);
+  }
+  std::sort(seen.begin(), seen.end());
+  for (const auto& [data, mask] : seen) {
+    out.append(" ").append(std::to_string(data)).append("=").append(EpollMask(mask));
+  }
+  return out;
+}
+
+int EpollAdd(Api& api, int epfd, int fd, uint32_t events, uint64_t data, int op = EPOLL_CTL_ADD) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = data;
+  return api.EpollCtl(epfd, op, fd, &ev);
+}
+
+// Level-triggered: readable while data is queued, writable while there is room; a wait with
+// nothing ready times out with 0.
+SEMANTICS_CASE(EpollLevelTriggered) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(MakePair(api, &p));
+  const int ep = api.EpollCreate();
+  ASSERT_GE(ep, 0) << strerror(errno);
+  ASSERT_EQ(EpollAdd(api, ep, p.server, EPOLLIN | EPOLLRDHUP, 1), 0) << strerror(errno);
+  t.Note("nothing yet, 0 ms -> " + EpollAll(api, ep, 0));
+  t.Note("nothing yet, 20 ms -> " + EpollAll(api, ep, 20));
+  SendAll(api, p.client, "abc");
+  t.Note("data -> " + EpollAll(api, ep, kWaitMs));
+  t.Note("again (level) -> " + EpollAll(api, ep, 0));
+  char buf[8];
+  ASSERT_EQ(api.Recv(p.server, buf, sizeof buf, 0), 3);
+  t.Note("drained -> " + EpollAll(api, ep, 0));
+  ASSERT_EQ(EpollAdd(api, ep, p.client, EPOLLOUT, 2), 0) << strerror(errno);
+  t.Note("client writable -> " + EpollAll(api, ep, kWaitMs));
+  ASSERT_EQ(EpollAdd(api, ep, p.client, EPOLLIN, 3, EPOLL_CTL_MOD), 0) << strerror(errno);
+  t.Note("client modified to IN -> " + EpollAll(api, ep, 0));
+  api.Close(ep);
+}
+
+// Edge-triggered: one report per arrival; nothing new, nothing reported.
+SEMANTICS_CASE(EpollEdgeTriggered) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(MakePair(api, &p));
+  const int ep = api.EpollCreate();
+  ASSERT_GE(ep, 0) << strerror(errno);
+  ASSERT_EQ(EpollAdd(api, ep, p.server, EPOLLIN | EPOLLET, 7), 0) << strerror(errno);
+  SendAll(api, p.client, "one");
+  t.Note("first arrival -> " + EpollAll(api, ep, kWaitMs));
+  t.Note("no new data -> " + EpollAll(api, ep, 0));
+  SendAll(api, p.client, "two");
+  t.Note("second arrival -> " + EpollAll(api, ep, kWaitMs));
+  EXPECT_EQ(RecvExactly(api, p.server, 6), "onetwo");
+  t.Note("drained -> " + EpollAll(api, ep, 0));
+  api.Close(ep);
+}
+
+// EPOLLONESHOT: reported once, then disabled until EPOLL_CTL_MOD re-arms it.
+SEMANTICS_CASE(EpollOneShot) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(MakePair(api, &p));
+  const int ep = api.EpollCreate();
+  ASSERT_GE(ep, 0) << strerror(errno);
+  ASSERT_EQ(EpollAdd(api, ep, p.server, EPOLLIN | EPOLLONESHOT, 5), 0) << strerror(errno);
+  SendAll(api, p.client, "x");
+  t.Note("armed -> " + EpollAll(api, ep, kWaitMs));
+  t.Note("disabled -> " + EpollAll(api, ep, 0));
+  ASSERT_EQ(EpollAdd(api, ep, p.server, EPOLLIN | EPOLLONESHOT, 6, EPOLL_CTL_MOD), 0);
+  t.Note("re-armed -> " + EpollAll(api, ep, 0));
+  api.Close(ep);
+}
+
+// The peer's FIN, then its close: EPOLLIN|EPOLLRDHUP, and both directions shut -> EPOLLHUP.
+SEMANTICS_CASE(EpollPeerShutdownAndClose) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(MakePair(api, &p));
+  const int ep = api.EpollCreate();
+  ASSERT_GE(ep, 0) << strerror(errno);
+  ASSERT_EQ(EpollAdd(api, ep, p.server, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 9), 0);
+  t.Note("open -> " + EpollAll(api, ep, kWaitMs));
+  ASSERT_EQ(api.Shutdown(p.client, SHUT_WR), 0);
+  ASSERT_NO_FATAL_FAILURE(WaitReadable(api, p.server));
+  t.Note("peer shut writing -> " + EpollAll(api, ep, 0));
+  ASSERT_EQ(api.Shutdown(p.server, SHUT_WR), 0);
+  t.Note("both shut -> " + EpollAll(api, ep, kWaitMs));
+  api.Close(ep);
+}
+
+// A SAN socket and a kernel pipe in one set; a thread that writes later wakes a sleeping wait.
+SEMANTICS_CASE(EpollMixedFdsAndWakeUp) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(MakePair(api, &p));
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const int ep = api.EpollCreate();
+  ASSERT_GE(ep, 0) << strerror(errno);
+  ASSERT_EQ(EpollAdd(api, ep, p.server, EPOLLIN, 1), 0);
+  ASSERT_EQ(EpollAdd(api, ep, pipe_fds[0], EPOLLIN, 2), 0);
+  ASSERT_EQ(write(pipe_fds[1], "p", 1), 1);
+  t.Note("pipe only -> " + EpollAll(api, ep, kWaitMs));
+  char c;
+  ASSERT_EQ(read(pipe_fds[0], &c, 1), 1);
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    SendAll(api, p.client, "late");
+  });
+  t.Note("socket, written while we sleep -> " + EpollAll(api, ep, kWaitMs));
+  later.join();
+  ASSERT_EQ(write(pipe_fds[1], "q", 1), 1);
+  t.Note("both -> " + EpollAll(api, ep, kWaitMs));
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  api.Close(ep);
+}
+
+// epoll_ctl's errors: the same errno for the same mistake.
+SEMANTICS_CASE(EpollCtlErrors) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(MakePair(api, &p));
+  const int ep = api.EpollCreate();
+  ASSERT_GE(ep, 0) << strerror(errno);
+  t.Note("MOD unregistered -> " + Outcome(EpollAdd(api, ep, p.server, EPOLLIN, 1, EPOLL_CTL_MOD)));
+  t.Note("DEL unregistered -> " + Outcome(EpollAdd(api, ep, p.server, EPOLLIN, 1, EPOLL_CTL_DEL)));
+  t.Note("ADD -> " + Outcome(EpollAdd(api, ep, p.server, EPOLLIN, 1)));
+  t.Note("ADD again -> " + Outcome(EpollAdd(api, ep, p.server, EPOLLIN, 1)));
+  t.Note("bad op -> " + Outcome(EpollAdd(api, ep, p.server, EPOLLIN, 1, 99)));
+  t.Note("epfd itself -> " + Outcome(EpollAdd(api, ep, ep, EPOLLIN, 1)));
+  t.Note("ADD exclusive -> " + Outcome(EpollAdd(api, ep, p.client, EPOLLIN | EPOLLEXCLUSIVE, 2)));
+  t.Note("MOD exclusive -> " +
+         Outcome(EpollAdd(api, ep, p.client, EPOLLIN | EPOLLEXCLUSIVE, 2, EPOLL_CTL_MOD)));
+  t.Note("DEL -> " + Outcome(EpollAdd(api, ep, p.server, 0, 0, EPOLL_CTL_DEL)));
+  t.Note("wait, no events room -> " + Outcome(api.EpollWait(ep, nullptr, 0, 0)));
+  api.Close(ep);
 }
 
 INSTANTIATE_TEST_SUITE_P(Impl, Semantics, ::testing::Values(Impl::kSan, Impl::kKernel),

@@ -16,7 +16,9 @@
 
 #include <poll.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -66,6 +68,15 @@ int san_getpeername(int fd, struct sockaddr* addr, socklen_t* len);
 int san_fcntl(int fd, int cmd, ... /* int arg */);
 /* poll() over a mix of SAN sockets and any other fds. */
 int san_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms);
+/* epoll over a mix of SAN sockets and any other fds. The epoll fd is a kernel epoll instance: fds
+ * that are not SAN connections are registered with the kernel unchanged. Events, flags (EPOLLET,
+ * EPOLLONESHOT, EPOLLEXCLUSIVE, ...) and errors are epoll's; san_epoll_pwait's sigmask may be
+ * NULL. Close the epoll fd with san_close(). */
+int san_epoll_create1(int flags);
+int san_epoll_ctl(int epfd, int op, int fd, struct epoll_event* event);
+int san_epoll_wait(int epfd, struct epoll_event* events, int max_events, int timeout_ms);
+int san_epoll_pwait(int epfd, struct epoll_event* events, int max_events, int timeout_ms,
+                    const sigset_t* sigmask);
 
 /* Upgrades an established kernel TCP connection whose two ends both call san_upgrade(), negotiated
  * in band (both sides must have no unread data in flight). On success the fd becomes a SAN socket;

@@ -56,7 +56,7 @@
 #include "sanlib/socket/san_socket.h"
 #include "sanlib/socket/socket_ops.h"
 
-namespace san::compat {
+namespace san {
 
 class EpollSet {
  public:
@@ -74,14 +74,14 @@ class EpollSet {
   static bool HasMembersThatMayMove(int epfd);
   // epoll_pwait on epfd (sigmask may be null).
   static int Wait(int epfd, epoll_event* events, int max_events, int timeout_ms,
-                  const sigset_t* sigmask);
+                  const sigset_t* sigmask, KernelEpollWaits kernel_waits);
   // The epoll fd was closed (or replaced by dup2): forget its set. A thread still waiting on it
   // gets EBADF when it wakes.
   static void Forget(int epfd);
   // epoll_pwait on epfd while it has no SAN member: the kernel's, without our kicks; a thread
   // kicked awake because SAN members arrived goes on in Wait for the rest of its time.
   static int KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
-                        const sigset_t* sigmask);
+                        const sigset_t* sigmask, KernelEpollWaits kernel_waits);
   // Removes our kick events from the n events the kernel returned; returns how many are left.
   static int DropKicks(epoll_event* events, int n);
   // Of the n events the kernel returned, those of members that may move to shm (late upgrade
@@ -171,4 +171,4 @@ class EpollSet {
   size_t next_ = 0;  // where the next scan starts (fairness among ready members)
 };
 
-}  // namespace san::compat
+}  // namespace san

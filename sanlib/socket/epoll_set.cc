@@ -1,4 +1,4 @@
-#include "compat/epoll_set.h"
+#include "sanlib/socket/epoll_set.h"
 
 #include <errno.h>
 #include <string.h>
@@ -8,18 +8,17 @@
 #include <optional>
 #include <shared_mutex>
 
-#include "compat/real_calls.h"
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_index.h"
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/log.h"
-#include "sanlib/common/spin_governor.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/socket/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
+#include "sanlib/socket/spin_then_sleep.h"
 
-namespace san::compat {
+namespace san {
 namespace {
 
 // Kernel-side events are fetched (a syscall) only every this many spins while waiting.
@@ -85,7 +84,7 @@ bool EpollSet::WatchLocked(Member* const* members, const bool* watch_tcp, size_t
   if (inner_ < 0) {
     if (inner_pid_ != 0) return false;  // made and lost, or failed: the old way from now on
     inner_pid_ = ThisPid();
-    inner_ = PlaceHigh(epoll_create1(EPOLL_CLOEXEC));
+    inner_ = PlaceHigh(kernel::epoll_create1(EPOLL_CLOEXEC));
     if (inner_ < 0) return false;
   }
   if (inner_pid_ != ThisPid()) return false;  // a fork child: the instance is the parent's too
@@ -93,8 +92,8 @@ bool EpollSet::WatchLocked(Member* const* members, const bool* watch_tcp, size_t
     epoll_event ev{};
     ev.events = events | EPOLLET;
     ev.data.u64 = key;
-    if (Real().epoll_ctl(inner_, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
-    return errno == EEXIST && Real().epoll_ctl(inner_, EPOLL_CTL_MOD, fd, &ev) == 0;
+    if (kernel::epoll_ctl(inner_, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+    return errno == EEXIST && kernel::epoll_ctl(inner_, EPOLL_CTL_MOD, fd, &ev) == 0;
   };
   for (size_t i = 0; i < count; ++i) {
     Member& m = *members[i];
@@ -108,7 +107,7 @@ bool EpollSet::WatchLocked(Member* const* members, const bool* watch_tcp, size_t
       if (!watch(m.fd, WatchKey(m.socket_id, kTcp), EPOLLIN | EPOLLRDHUP)) return false;
     } else {
       epoll_event unused{};
-      Real().epoll_ctl(inner_, EPOLL_CTL_DEL, m.fd, &unused);
+      kernel::epoll_ctl(inner_, EPOLL_CTL_DEL, m.fd, &unused);
     }
     m.tcp_watched = watch_tcp[i];
   }
@@ -118,8 +117,8 @@ bool EpollSet::WatchLocked(Member* const* members, const bool* watch_tcp, size_t
 void EpollSet::UnwatchLocked(Member& m) {
   if (inner_ >= 0 && inner_pid_ == ThisPid()) {
     epoll_event unused{};
-    if (m.bell_fd >= 0) Real().epoll_ctl(inner_, EPOLL_CTL_DEL, m.bell_fd, &unused);
-    if (m.tcp_watched) Real().epoll_ctl(inner_, EPOLL_CTL_DEL, m.fd, &unused);
+    if (m.bell_fd >= 0) kernel::epoll_ctl(inner_, EPOLL_CTL_DEL, m.bell_fd, &unused);
+    if (m.tcp_watched) kernel::epoll_ctl(inner_, EPOLL_CTL_DEL, m.fd, &unused);
   }
   m.bell_fd = -1;
   m.tcp_watched = false;
@@ -130,7 +129,7 @@ void EpollSet::DrainInnerLocked(std::vector<uint64_t>* bells, std::vector<uint64
   constexpr int kBatch = 64;
   epoll_event got[kBatch];
   for (;;) {
-    const int n = Real().epoll_wait(inner_, got, kBatch, 0);
+    const int n = kernel::epoll_wait(inner_, got, kBatch, 0);
     for (int i = 0; i < n; ++i) {
       (got[i].data.u64 & 1 ? tcps : bells)->push_back(got[i].data.u64 >> 1);
     }
@@ -147,7 +146,7 @@ void EpollSet::WakeWaitersLocked(int epfd) {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLET;  // every write is a new edge: no need to ever read it
     ev.data.u64 = kKickMarker;
-    if (fd >= 0 && Real().epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
+    if (fd >= 0 && kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
       kick_ = fd;
     } else if (fd >= 0) {
       kernel::close(fd);
@@ -228,7 +227,7 @@ int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
 }
 
 int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
-                         const sigset_t* sigmask) {
+                         const sigset_t* sigmask, KernelEpollWaits kernel_waits) {
   // The common case -- kernel fds only, no kick -- reads no clock: the interposition adds nothing
   // but the lookup that brought us here. The budget starts at the first kick (SAN members arrived
   // while we slept in the kernel), so a kicked call can only last longer than asked, never return
@@ -239,7 +238,7 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
     kernel_sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (HasSanMembers(epfd)) {  // one came meanwhile: its epoll_ctl may not have kicked
       kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
-      return Wait(epfd, events, max_events, left, sigmask);
+      return Wait(epfd, events, max_events, left, sigmask, kernel_waits);
     }
     // A member that may still move to shm (a late upgrade: socket/late_upgrade.h) can do so in
     // another thread's call while we sleep here, after which its kernel registration may never
@@ -247,13 +246,13 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
     // and look at the set again after each (RefreshLocked makes a moved member a SAN one).
     const bool may_move = HasMembersThatMayMove(epfd);
     const int nap = may_move && (left < 0 || left > kLateNapMs) ? kLateNapMs : left;
-    const int n = Real().epoll_pwait(epfd, events, max_events, nap, sigmask);
+    const int n = kernel_waits.pwait(epfd, events, max_events, nap, sigmask);
     kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (n < 0 || (n == 0 && nap == left)) return n;
     const int kept = n > 0 ? SettleKernelEvents(epfd, events, DropKicks(events, n)) : 0;
     if (kept > 0) return kept;
     if (may_move) Refresh(epfd);
-    if (HasSanMembers(epfd)) return Wait(epfd, events, max_events, left, sigmask);
+    if (HasSanMembers(epfd)) return Wait(epfd, events, max_events, left, sigmask, kernel_waits);
     if (!budget) budget.emplace(timeout_ms, 0);
     left = budget->remaining_ms();
     if (left == 0) return 0;
@@ -359,7 +358,7 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
   std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
   EpollSet* set = Find(epfd, true);
   // An epoll fd beyond the registry's range: the kernel's registration is the best there is.
-  if (!set) return Real().epoll_ctl(epfd, op, fd, event);
+  if (!set) return kernel::epoll_ctl(epfd, op, fd, event);
   auto pin = Table().Pin();
   std::lock_guard<std::mutex> lock(set->mu_);
   const int rc = set->ControlLocked(epfd, op, fd, s, event);
@@ -379,7 +378,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
   }
   if (s.mode.load(std::memory_order_acquire) != SocketMode::kShm) {
     // Not connected yet: the kernel's registration serves until it turns out to be SAN.
-    if (Real().epoll_ctl(epfd, op, fd, event) != 0) return -1;
+    if (kernel::epoll_ctl(epfd, op, fd, event) != 0) return -1;
     if (op == EPOLL_CTL_ADD) {
       AddMemberLocked(Member{fd, &s, s.id, event->events, event->data, true});
     } else if (m && op == EPOLL_CTL_MOD) {
@@ -396,7 +395,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
   // (the set is forgotten when its epoll fd closes), which saves event loops a syscall per call.
   if (!m || m->pending) {
     epoll_event unused{};
-    if (Real().epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused) != 0 && errno != ENOENT) return -1;
+    if (kernel::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused) != 0 && errno != ENOENT) return -1;
     if (m) {
       m->pending = false;
       CountsChangedLocked();
@@ -437,7 +436,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                   const SocketMode mode = now->mode.load(std::memory_order_acquire);
                                   if (mode == SocketMode::kShm) {
                                     epoll_event unused{};
-                                    Real().epoll_ctl(epfd, EPOLL_CTL_DEL, m.fd, &unused);
+                                    kernel::epoll_ctl(epfd, EPOLL_CTL_DEL, m.fd, &unused);
                                     m.pending = false;
                                     CountsChangedLocked();
                                     return false;
@@ -504,13 +503,11 @@ int EpollSet::CollectLocked(epoll_event* events, int max) {
 }
 
 int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms,
-                   const sigset_t* sigmask) {
+                   const sigset_t* sigmask, KernelEpollWaits kernel_waits) {
   if (max_events <= 0) return Fail(EINVAL);
   Registry& r = Sets();
-  const Config& config = Runtime::Get().config();
-  const WaitBudget budget(timeout_ms, SpinGovernor::BudgetNs(config));
-  bool slept = false;
-  SpinPause pause;
+  const WaitBudget budget(timeout_ms, 0);
+  SpinThenSleep engine(Runtime::Get().config(), timeout_ms);
   for (int round = 0;; ++round) {
     int n = 0;
     bool any_san = false;
@@ -527,25 +524,21 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     }
     if (!any_san && n == 0) {
       // Only kernel registrations (left): the kernel does it all, with the time that is left.
-      return KernelWait(epfd, events, max_events, budget.remaining_ms(), sigmask);
+      return KernelWait(epfd, events, max_events, budget.remaining_ms(), sigmask, kernel_waits);
     }
     if (n < max_events && (n > 0 || round % kKernelCheckEvery == 0)) {
-      const int k = Real().epoll_wait(epfd, events + n, max_events - n, 0);
+      const int k = kernel::epoll_wait(epfd, events + n, max_events - n, 0);
       if (k < 0 && n == 0) return -1;
       if (k > 0) n += SettleKernelEvents(epfd, events + n, DropKicks(events + n, k));
     }
     if (n > 0) {
-      if (round > 0 && !slept) SpinGovernor::SpinSucceeded(config, budget.elapsed_ns());
+      engine.Found();
       return n;
     }
+    if (timeout_ms == 0) return 0;
+    if (engine.Spin()) continue;
     const int left = budget.remaining_ms();
     if (left == 0) return 0;
-    if (budget.spinning()) {
-      pause();
-      continue;
-    }
-    if (!slept) SpinGovernor::SpinFailed(config, budget.elapsed_ns());
-    slept = true;
     // Sleep until a member's doorbell, a kernel fd of the set, or the timeout; then look again.
     std::vector<pollfd> fds{pollfd{epfd, POLLIN, 0}};
     std::vector<SleepWatch> watches;
@@ -648,4 +641,4 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
   }
 }
 
-}  // namespace san::compat
+}  // namespace san

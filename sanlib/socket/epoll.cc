@@ -1,0 +1,68 @@
+// epoll over SAN sockets and kernel fds: san_epoll_* and the compatibility layer's epoll calls
+// (socket_ops.h). The instance is a real kernel epoll; a SAN connection's registration is kept by
+// its EpollSet (epoll_set.h), every other fd's is the kernel's unchanged. A process that has made
+// no SAN socket never gets here past one atomic load per call.
+#include <errno.h>
+#include <limits.h>
+
+#include "sanlib/socket/epoll_set.h"
+#include "sanlib/socket/kernel.h"
+#include "sanlib/socket/runtime.h"
+#include "sanlib/socket/socket_ops.h"
+
+namespace san {
+
+int EpollCreate(int flags) {
+  const int epfd = kernel::epoll_create1(flags);
+  // A set left for the number by an epoll fd closed without san_close: not this instance's.
+  if (epfd >= 0) EpollSet::Forget(epfd);
+  return epfd;
+}
+
+int EpollCtl(int epfd, int op, int fd, epoll_event* event) {
+  Runtime* rt = Runtime::IfCreated();
+  SanSocket* s = rt ? rt->table().Find(fd) : nullptr;
+  // A kernel-TCP connection that may still move to shm (late_upgrade.h) is the set's too: its
+  // kernel registration serves until it moves.
+  if (!s || s->listening.load() ||
+      (s->mode.load() == SocketMode::kTcp && !SanlibCarries(*s))) {
+    // A SAN socket closed since and its number reused: its old registration went with it.
+    if (EpollSet::Involved(epfd)) EpollSet::DropFd(epfd, fd);
+    return kernel::epoll_ctl(epfd, op, fd, event);
+  }
+  return EpollSet::Control(epfd, op, fd, *s, event);
+}
+
+int EpollWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
+              const sigset_t* sigmask, KernelEpollWaits kernel_waits) {
+  if (!EpollSet::Involved(epfd)) {
+    return EpollSet::KernelWait(epfd, events, max_events, timeout_ms, sigmask, kernel_waits);
+  }
+  return EpollSet::Wait(epfd, events, max_events, timeout_ms, sigmask, kernel_waits);
+}
+
+int EpollWait2(int epfd, epoll_event* events, int max_events, const timespec* timeout,
+               const sigset_t* sigmask, KernelEpollWaits kernel_waits) {
+  if (!EpollSet::Involved(epfd)) {
+    const int n = kernel_waits.pwait2(epfd, events, max_events, timeout, sigmask);
+    const int kept = n > 0 ? EpollSet::DropKicks(events, n) : n;
+    // Only our kick: SAN members arrived meanwhile; they are served below, with the full timeout
+    // again (a kick ends a sleep early, so the call can only last longer, never return too soon).
+    if (kept != 0 || n == 0) return kept;
+  }
+  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
+    errno = EINVAL;
+    return -1;
+  }
+  // The set sleeps by the millisecond: rounded up, never shorter.
+  int ms = -1;
+  if (timeout) {
+    const long long total = timeout->tv_sec * 1000LL + (timeout->tv_nsec + 999999) / 1000000;
+    ms = total > INT_MAX ? INT_MAX : static_cast<int>(total);
+  }
+  return EpollSet::Wait(epfd, events, max_events, ms, sigmask, kernel_waits);
+}
+
+void EpollClosed(int fd) { EpollSet::Forget(fd); }
+
+}  // namespace san
