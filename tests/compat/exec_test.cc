@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,11 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "compat/program.h"
+#include "compat/real_programs.h"
 #include "san/san.h"
 #include "support/inet.h"
-
-extern char** environ;
 
 namespace san::testing_support {
 namespace {
@@ -40,62 +37,25 @@ std::string TempPath(const std::string& name) {
          name;
 }
 
-// A child started with posix_spawn, output to a log; killed and reaped if the test ends first.
-class Spawned {
+// A program (support/program.h) with `extra_env` added and its output in `log`; killed and
+// reaped if the test ends first. The log is removed unless the test failed (kept for diagnosis).
+class Spawned : public Program {
  public:
   Spawned(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
           const std::string& log)
       : log_(log) {
-    std::vector<std::string> env_strings(extra_env);
-    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-    std::vector<char*> env, args;
-    for (std::string& s : env_strings) env.push_back(s.data());
-    env.push_back(nullptr);
-    std::vector<std::string> argv_copy(argv);
-    for (std::string& s : argv_copy) args.push_back(s.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    const int rc = posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), env.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << strerror(rc);
-      pid_ = -1;
-    }
+    ProgramSpec spec;
+    spec.argv = argv;
+    spec.env = extra_env;
+    spec.stdout_path = spec.stderr_path = log;
+    if (!Start(spec)) ADD_FAILURE() << error();
   }
   ~Spawned() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (!::testing::Test::HasFailure()) unlink(log_.c_str());  // kept for a failure's diagnosis
-  }
-  // Exit status (128 + signal if killed by one); -1 after timeout (then it is killed).
-  int Wait(int timeout_ms) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (pid_ > 0) {
-      int st = 0;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      if (std::chrono::steady_clock::now() >= end) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
-  }
-  std::string Log() const {
-    std::ifstream in(log_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
+    Kill();
+    if (!::testing::Test::HasFailure()) unlink(log_.c_str());
   }
 
  private:
-  pid_t pid_ = -1;
   std::string log_;
 };
 
@@ -221,7 +181,7 @@ void RunEchoCase(const std::string& script_after_connect, const std::string& nam
       UnderSanrun(Connect3(listener.port()) + script_after_connect, outcome != Outcome::kLate),
       {"SAN_REPORT=" + report}, TempPath(name + ".log"));
   const int fd = listener.Accept();
-  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_GE(fd, 0) << client.Output();
   if (outcome != Outcome::kLate) {
     ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM) << "the connection did not start on shm";
   }
@@ -234,7 +194,7 @@ void RunEchoCase(const std::string& script_after_connect, const std::string& nam
   san_info info{};
   ASSERT_EQ(san_getinfo(fd, &info), 0);
   close(fd);
-  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
   if (outcome == Outcome::kLate) {
     // The echo above was byte-exact and ended with cat's EOF, whichever way the bytes went.
   } else if (outcome == Outcome::kMovedToTcp) {
@@ -244,7 +204,7 @@ void RunEchoCase(const std::string& script_after_connect, const std::string& nam
     EXPECT_EQ(info.mode, SAN_MODE_SHM);
     // cat itself moved the bytes over shm: the connection it inherited re-attached.
     const Usage cat = UsageOf(report, "cat");
-    EXPECT_EQ(cat.shm_connections, 1u) << client.Log();
+    EXPECT_EQ(cat.shm_connections, 1u) << client.Output();
     EXPECT_EQ(cat.shm_bytes_received, data.size());
     EXPECT_EQ(cat.shm_bytes_sent, data.size());
     EXPECT_EQ(cat.tcp_connections, 0u);
@@ -298,10 +258,10 @@ TEST(ExecTest, ImageWithoutLayerAndSilentPeerGetsResetSocketNeverData) {
                   "cat <&3; echo READ-ENDED'"),
       {}, TempPath("plain.log"));
   const int fd = listener.Accept();
-  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_GE(fd, 0) << client.Output();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
-  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
-  const std::string log = client.Log();
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
+  const std::string log = client.Output();
   EXPECT_NE(log.find("WRITE-FAILED"), std::string::npos) << log;
   EXPECT_EQ(log.find("WROTE"), std::string::npos) << log;
   EXPECT_NE(log.find("READ-ENDED"), std::string::npos) << log;
@@ -323,11 +283,11 @@ TEST(ExecTest, SharedConnectionStaysWithTheOtherHolder) {
                              "read -r -u 3 line && [ \"$line\" = for-the-parent ]"),
                  {}, TempPath("shared.log"));
   const int fd = listener.Accept();
-  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_GE(fd, 0) << client.Output();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
   const std::string line = "for-the-parent\n";
   ASSERT_EQ(write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
-  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
   int err = 0;
   EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
   EXPECT_EQ(err, 0) << "expected the parent's EOF: " << strerror(err);
@@ -345,7 +305,7 @@ TEST(ExecTest, StdioProgramUsesInheritedConnection) {
   Spawned client(UnderSanrun(Connect3(listener.port()) + "exec sed 's/^/echo: /' <&3 >&3"),
                  {"SAN_REPORT=" + report}, TempPath("stdio.log"));
   const int fd = listener.Accept();
-  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_GE(fd, 0) << client.Output();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
   const std::string text = "hello\nworld\n";
   ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
@@ -354,7 +314,7 @@ TEST(ExecTest, StdioProgramUsesInheritedConnection) {
   const std::vector<char> got = ReadUpTo(fd, 1 << 16, &err);
   EXPECT_EQ(std::string(got.begin(), got.end()), "echo: hello\necho: world\n");
   EXPECT_EQ(err, 0) << strerror(err);
-  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
   EXPECT_EQ(UsageOf(report, "sed").shm_connections, 1u);
   close(fd);
   unlink(report.c_str());
@@ -375,13 +335,13 @@ TEST(ExecTest, CloseOnExecSocketEndsWithEof) {
   Spawned client({SAN_SANRUN, "--set", "SAN_SETUP=eager", "--", "python3", "-c", script}, {},
                  TempPath("cloexec.log"));
   const int fd = listener.Accept();
-  ASSERT_GE(fd, 0) << client.Log();
+  ASSERT_GE(fd, 0) << client.Output();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
   int err = 0;
   const std::vector<char> got = ReadUpTo(fd, 1 << 16, &err);
   EXPECT_EQ(std::string(got.begin(), got.end()), "sent-before-exec");
   EXPECT_EQ(err, 0) << "expected EOF, got " << strerror(err);
-  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Log();
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
   close(fd);
 }
 
@@ -392,8 +352,8 @@ TEST(ExecTest, BadInheritVariableIsIgnored) {
     SCOPED_TRACE(value);
     Spawned prog({SAN_SANRUN, "--", "bash", "-c", "cat < /etc/hostname"}, {"SAN_INHERIT=" + value},
                  TempPath("badinherit.log"));
-    EXPECT_EQ(prog.Wait(kWaitMs), 0) << prog.Log();
-    const std::string log = prog.Log();
+    EXPECT_EQ(prog.Wait(kWaitMs), 0) << prog.Output();
+    const std::string log = prog.Output();
     EXPECT_NE(log.find("SAN_INHERIT"), std::string::npos) << "not reported: " << log;
     std::ifstream host("/etc/hostname");
     std::string first;

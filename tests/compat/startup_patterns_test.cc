@@ -26,7 +26,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compat/program.h"
+#include "compat/real_programs.h"
 #include "compat/startup/harness.h"
 
 #ifndef SAN_SANRUN
@@ -100,8 +100,8 @@ class StartupTest : public ::testing::Test {
 
   Program& Start(const std::vector<std::string>& argv, bool under_sanrun, const std::string& name) {
     programs_.push_back(std::make_unique<Program>(
-        Expand(argv), under_sanrun ? SAN_SANRUN : "",
-        std::map<std::string, std::string>{{"SAN_REPORT", report_}}, dir_ + "/" + name + ".log"));
+        RealProgram(Expand(argv), under_sanrun ? SAN_SANRUN : "", {{"SAN_REPORT", report_}},
+                    dir_ + "/" + name + ".log")));
     logs_.push_back(name);
     return *programs_.back();
   }

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compat/program.h"
+#include "compat/real_programs.h"
 
 #ifndef SAN_TEST_PROGRAMS
 #error "SAN_TEST_PROGRAMS (tests/compat/programs) must be defined by the build"
@@ -78,14 +78,14 @@ class Transparency : public ::testing::TestWithParam<Setup> {
 
   // A server (under sanrun unless the setup says plain) and a client (always under sanrun).
   std::unique_ptr<Program> Server(const std::vector<std::string>& argv, const std::string& name) {
-    return std::make_unique<Program>(argv, san_server() ? SAN_SANRUN : "", Env(server_report_),
-                                     dir_ + "/" + name + ".log");
+    return std::make_unique<Program>(RealProgram(argv, san_server() ? SAN_SANRUN : "",
+                                                 Env(server_report_), dir_ + "/" + name + ".log"));
   }
   std::unique_ptr<Program> Client(const std::vector<std::string>& argv, const std::string& name,
                                   const std::map<std::string, std::string>& more = {}) {
     std::map<std::string, std::string> env = Env(report_);
     env.insert(more.begin(), more.end());
-    return std::make_unique<Program>(argv, SAN_SANRUN, env, dir_ + "/" + name + ".log");
+    return std::make_unique<Program>(RealProgram(argv, SAN_SANRUN, env, dir_ + "/" + name + ".log"));
   }
 
   // The client's connections were all SAN (both sides sanlib, eager) or all TCP (plain server);
@@ -155,15 +155,15 @@ class Transparency : public ::testing::TestWithParam<Setup> {
         << "\nisolate=" << (isolate ? "YES" : "NO") << "\nisolate_network=NO\nseccomp_sandbox=NO"
         << "\nsecure_chroot_dir=" << empty << "\nxferlog_enable=NO\n";
     auto server = Server({"/usr/sbin/vsftpd", dir_ + "/vsftpd.conf"}, "server");
-    ASSERT_TRUE(WaitListening(port, 15000)) << server->Log();
+    ASSERT_TRUE(WaitListening(port, 15000)) << server->Output();
     auto client = Client({"curl", "-sS", "--fail", "-o", out,
                           "ftp://127.0.0.1:" + std::to_string(port) + "/big.bin"},
                          "client", {{"SAN_LOG", "info"}});
-    ASSERT_EQ(client->Wait(60000), 0) << client->Log() << server->Log();
+    ASSERT_EQ(client->Wait(60000), 0) << client->Output() << server->Output();
     EXPECT_TRUE(Contents(file) == Contents(out))
         << "download differs: " << fs::file_size(out) << " of " << (20 << 20) << " bytes";
-    EXPECT_EQ(client->Log().find("no reply from listener"), std::string::npos)
-        << "a SAN set-up went unanswered: " << client->Log();
+    EXPECT_EQ(client->Output().find("no reply from listener"), std::string::npos)
+        << "a SAN set-up went unanswered: " << client->Output();
     const Usage u = UsageOf(report_, "curl");
     EXPECT_GE(u.shm_connections + u.tcp_connections, 2u);  // control and data
     // (Under the late set-up vsftpd's connections stay TCP: its control connection is held by
@@ -197,11 +197,11 @@ TEST_P(Transparency, SocatFileTransfer) {
   auto server = Server({"socat", "-u", "TCP-LISTEN:" + std::to_string(port) + ",bind=127.0.0.1",
                         "OPEN:" + out + ",creat,trunc"},
                        "server");
-  ASSERT_TRUE(WaitListening(port, 10000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 10000)) << server->Output();
   auto client =
       Client({"socat", "-u", "OPEN:" + in, "TCP:127.0.0.1:" + std::to_string(port)}, "client");
-  ASSERT_EQ(client->Wait(30000), 0) << client->Log();
-  ASSERT_EQ(server->Wait(30000), 0) << server->Log();
+  ASSERT_EQ(client->Wait(30000), 0) << client->Output();
+  ASSERT_EQ(server->Wait(30000), 0) << server->Output();
   EXPECT_TRUE(Contents(in) == Contents(out)) << "socat copy differs";
   ExpectAccelerated("socat", 1);
   ExpectServerEnd("socat", 1);
@@ -214,11 +214,11 @@ TEST_P(Transparency, PythonHttpServerAndCurl) {
   auto server = Server({"python3", "-m", "http.server", std::to_string(port), "--bind", "127.0.0.1",
                         "--directory", dir_},
                        "server");
-  ASSERT_TRUE(WaitListening(port, 15000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 15000)) << server->Output();
   auto client = Client({"curl", "-sS", "--fail", "-o", out,
                         "http://127.0.0.1:" + std::to_string(port) + "/page.bin"},
                        "client");
-  ASSERT_EQ(client->Wait(30000), 0) << client->Log();
+  ASSERT_EQ(client->Wait(30000), 0) << client->Output();
   EXPECT_TRUE(Contents(file) == Contents(out)) << "download differs";
   ExpectAccelerated("curl", 1);
   server->Stop(SIGINT, 10000);  // KeyboardInterrupt: python exits, and writes its line
@@ -237,10 +237,10 @@ TEST_P(Transparency, PythonGrpcioEchoOnItsDefaultPoller) {
   const std::string script = SAN_TEST_PROGRAMS "/grpc_echo.py";
   auto server =
       Server({"/usr/bin/python3", script, "server", std::to_string(port), "60"}, "server");
-  ASSERT_TRUE(WaitListening(port, 15000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 15000)) << server->Output();
   auto client = Client({"/usr/bin/python3", script, "client", std::to_string(port)}, "client");
-  ASSERT_EQ(client->Wait(60000), 0) << client->Log() << server->Log();
-  EXPECT_NE(client->Log().find("ok 200 echoes"), std::string::npos) << client->Log();
+  ASSERT_EQ(client->Wait(60000), 0) << client->Output() << server->Output();
+  EXPECT_NE(client->Output().find("ok 200 echoes"), std::string::npos) << client->Output();
   ExpectAccelerated("python3", 1);
   server->Stop(SIGINT, 10000);
   ExpectServerEnd("python3", 1);
@@ -266,11 +266,11 @@ TEST_P(Transparency, OpenbsdInetdEchoService) {
   std::ofstream(dir_ + "/inetd.conf")
       << "127.0.0.1:" << port << " stream tcp nowait root /bin/cat cat\n";
   auto server = Server({"/usr/sbin/inetd", "-d", dir_ + "/inetd.conf"}, "server");
-  ASSERT_TRUE(WaitListening(port, 15000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 15000)) << server->Output();
   auto client = Client(
       {"/usr/bin/python3", SAN_TEST_PROGRAMS "/echo_client.py", std::to_string(port)}, "client");
-  ASSERT_EQ(client->Wait(30000), 0) << client->Log() << server->Log();
-  EXPECT_NE(client->Log().find("ok 1048576 bytes echoed"), std::string::npos) << client->Log();
+  ASSERT_EQ(client->Wait(30000), 0) << client->Output() << server->Output();
+  EXPECT_NE(client->Output().find("ok 1048576 bytes echoed"), std::string::npos) << client->Output();
   const Usage u = UsageOf(report_, "python3");
   if (eager()) {
     EXPECT_EQ(u.shm_connections, 1u) << "the connection did not start on shm";
@@ -288,13 +288,13 @@ TEST_P(Transparency, NodeHttpServerManyShortConnections) {
   const uint16_t port = FreePort();
   auto server =
       Server({"node", SAN_TEST_PROGRAMS "/node_server.js", std::to_string(port)}, "server");
-  ASSERT_TRUE(WaitListening(port, 15000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 15000)) << server->Output();
   for (int i = 0; i < 20; ++i) {
     const std::string out = dir_ + "/got" + std::to_string(i);
     auto client = Client(
         {"curl", "-sS", "--fail", "-o", out, "http://127.0.0.1:" + std::to_string(port) + "/"},
         "client" + std::to_string(i));
-    ASSERT_EQ(client->Wait(30000), 0) << "request " << i << ": " << client->Log();
+    ASSERT_EQ(client->Wait(30000), 0) << "request " << i << ": " << client->Output();
     EXPECT_EQ(Contents(out), std::string(1024, 'n')) << "request " << i;
   }
   const Usage u = UsageOf(report_, "curl");
@@ -321,14 +321,14 @@ TEST_P(Transparency, NginxPreforkAndCurl) {
       << "  uwsgi_temp_path " << dir_ << "/uwsgi; scgi_temp_path " << dir_ << "/scgi;\n"
       << "  server { listen 127.0.0.1:" << port << "; root " << www << "; } }\n";
   auto server = Server({"nginx", "-p", dir_, "-c", dir_ + "/nginx.conf"}, "server");
-  ASSERT_TRUE(WaitListening(port, 10000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 10000)) << server->Output();
   // Several requests: the two workers (which drop to another user) each accept some.
   for (int i = 0; i < 6; ++i) {
     const std::string out = dir_ + "/got" + std::to_string(i);
     auto client = Client({"curl", "-sS", "--fail", "-o", out,
                           "http://127.0.0.1:" + std::to_string(port) + "/index.bin"},
                          "client" + std::to_string(i));
-    ASSERT_EQ(client->Wait(30000), 0) << client->Log() << server->Log();
+    ASSERT_EQ(client->Wait(30000), 0) << client->Output() << server->Output();
     EXPECT_TRUE(Contents(file) == Contents(out)) << "download " << i << " differs";
   }
   // Under the late set-up each 2 MB response may go whole into the kernel's socket buffers in
@@ -342,12 +342,12 @@ TEST_P(Transparency, NginxPreforkAndCurl) {
     auto wrk = Client(
         {"wrk", "-t1", "-c8", "-d1s", "http://127.0.0.1:" + std::to_string(port) + "/index.bin"},
         "wrk");
-    ASSERT_EQ(wrk->Wait(30000), 0) << wrk->Log();
-    EXPECT_NE(wrk->Log().find(" requests in "), std::string::npos) << wrk->Log();
-    EXPECT_EQ(wrk->Log().find("Socket errors"), std::string::npos)
-        << wrk->Log() << "nginx's error.log:\n"
+    ASSERT_EQ(wrk->Wait(30000), 0) << wrk->Output();
+    EXPECT_NE(wrk->Output().find(" requests in "), std::string::npos) << wrk->Output();
+    EXPECT_EQ(wrk->Output().find("Socket errors"), std::string::npos)
+        << wrk->Output() << "nginx's error.log:\n"
         << Contents(dir_ + "/logs/error.log");
-    EXPECT_EQ(wrk->Log().find("Non-2xx"), std::string::npos) << wrk->Log();
+    EXPECT_EQ(wrk->Output().find("Non-2xx"), std::string::npos) << wrk->Output();
     ExpectAccelerated("wrk", 8, 1);
   }
   server->Stop(SIGQUIT, 10000);  // graceful: the workers exit and write their lines
@@ -361,21 +361,21 @@ TEST_P(Transparency, RedisServerAndBenchmark) {
   auto server = Server({"redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "",
                         "--appendonly", "no", "--dir", dir_},
                        "server");
-  ASSERT_TRUE(WaitListening(port, 10000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 10000)) << server->Output();
   auto set = Client({"redis-cli", "-p", p, "set", "sanlib", "accelerated"}, "set");
-  ASSERT_EQ(set->Wait(10000), 0) << set->Log();
+  ASSERT_EQ(set->Wait(10000), 0) << set->Output();
   auto get = Client({"redis-cli", "-p", p, "get", "sanlib"}, "get");
   ASSERT_EQ(get->Wait(10000), 0);
-  EXPECT_EQ(get->Log(), "accelerated\n");
+  EXPECT_EQ(get->Output(), "accelerated\n");
   auto bench = Client({"redis-benchmark", "-p", p, "-t", "set,get", "-n", "3000", "-c", "10", "-q"},
                       "bench");
-  ASSERT_EQ(bench->Wait(60000), 0) << bench->Log();
-  EXPECT_NE(bench->Log().find("SET: "), std::string::npos) << bench->Log();
-  EXPECT_NE(bench->Log().find("GET: "), std::string::npos) << bench->Log();
+  ASSERT_EQ(bench->Wait(60000), 0) << bench->Output();
+  EXPECT_NE(bench->Output().find("SET: "), std::string::npos) << bench->Output();
+  EXPECT_NE(bench->Output().find("GET: "), std::string::npos) << bench->Output();
   ExpectAccelerated("redis-benchmark", 10, 1);
   auto stop = Client({"redis-cli", "-p", p, "shutdown", "nosave"}, "stop");
   stop->Wait(10000);
-  EXPECT_EQ(server->Wait(10000), 0) << server->Log();
+  EXPECT_EQ(server->Wait(10000), 0) << server->Output();
   ExpectServerEnd("redis-server", 12, 1);
 }
 
@@ -386,13 +386,13 @@ TEST_P(Transparency, MemcachedCopyAndCat) {
   auto server = Server({"memcached", "-p", std::to_string(port), "-U", "0", "-l", "127.0.0.1", "-u",
                         "root", "-m", "64"},
                        "server");
-  ASSERT_TRUE(WaitListening(port, 10000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 10000)) << server->Output();
   const std::string file = RandomFile("item", 200000);
   auto cp = Client({"memccp", servers, file}, "cp");
-  ASSERT_EQ(cp->Wait(20000), 0) << cp->Log();
+  ASSERT_EQ(cp->Wait(20000), 0) << cp->Output();
   auto cat = Client({"memccat", servers, "item"}, "cat");
   ASSERT_EQ(cat->Wait(20000), 0);
-  EXPECT_TRUE(cat->Log() == Contents(file) + "\n") << "memccat returned other bytes";
+  EXPECT_TRUE(cat->Output() == Contents(file) + "\n") << "memccat returned other bytes";
   ExpectAccelerated("memcc", 2);
   server->Stop(SIGTERM, 10000);
   ExpectServerEnd("memcached", 2);
@@ -403,14 +403,14 @@ TEST_P(Transparency, Iperf3) {
   const uint16_t port = FreePort();
   auto server =
       Server({"iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", std::to_string(port)}, "server");
-  ASSERT_TRUE(WaitListening(port, 10000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 10000)) << server->Output();
   auto client =
       Client({"iperf3", "-c", "127.0.0.1", "-p", std::to_string(port), "-t", "1", "-J"}, "client");
-  ASSERT_EQ(client->Wait(30000), 0) << client->Log();
-  const std::string json = client->Log();
+  ASSERT_EQ(client->Wait(30000), 0) << client->Output();
+  const std::string json = client->Output();
   EXPECT_NE(json.find("\"sum_received\""), std::string::npos) << json;
   EXPECT_EQ(json.find("\"error\""), std::string::npos) << json;
-  EXPECT_EQ(server->Wait(15000), 0) << server->Log();
+  EXPECT_EQ(server->Wait(15000), 0) << server->Output();
   ExpectAccelerated("iperf3", 2, 1);  // the control connection and the data stream
   ExpectServerEnd("iperf3", 2, 1);
 }
@@ -420,14 +420,14 @@ TEST_P(Transparency, NetpipeIntegrityCheck) {
   const uint16_t port = FreePort();
   // Both ends take the same options (-i: NetPIPE checks every byte it receives, not timing).
   auto receiver = Server({"NPtcp", "-P", std::to_string(port), "-i", "-u", "131072"}, "receiver");
-  ASSERT_TRUE(WaitListening(port, 10000)) << receiver->Log();
+  ASSERT_TRUE(WaitListening(port, 10000)) << receiver->Output();
   auto sender = Client({"NPtcp", "-h", "127.0.0.1", "-P", std::to_string(port), "-i", "-u",
                         "131072", "-o", dir_ + "/np.out"},
                        "sender");
-  ASSERT_EQ(sender->Wait(60000), 0) << sender->Log();
-  EXPECT_EQ(sender->Log().find("Integrity check failed"), std::string::npos) << sender->Log();
-  EXPECT_NE(sender->Log().find("Integrity check passed"), std::string::npos) << sender->Log();
-  EXPECT_EQ(receiver->Wait(10000), 0) << receiver->Log();
+  ASSERT_EQ(sender->Wait(60000), 0) << sender->Output();
+  EXPECT_EQ(sender->Output().find("Integrity check failed"), std::string::npos) << sender->Output();
+  EXPECT_NE(sender->Output().find("Integrity check passed"), std::string::npos) << sender->Output();
+  EXPECT_EQ(receiver->Wait(10000), 0) << receiver->Output();
   ExpectAccelerated("NPtcp", 1, 1);
   ExpectServerEnd("NPtcp", 1, 1);
 }
@@ -437,14 +437,14 @@ TEST_P(Transparency, SockperfPingPong) {
   const uint16_t port = FreePort();
   auto server =
       Server({"sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", std::to_string(port)}, "server");
-  ASSERT_TRUE(WaitListening(port, 10000)) << server->Log();
+  ASSERT_TRUE(WaitListening(port, 10000)) << server->Output();
   // A fixed message rate: at the default "max" rate sockperf 3.7 stops with "_seqN >
   // m_maxSequenceNo" once the path is fast enough (the SAN path; bytes are checked elsewhere).
   auto client = Client({"sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", std::to_string(port),
                         "-t", "1", "--mps", "20000"},
                        "client");
-  ASSERT_EQ(client->Wait(30000), 0) << client->Log();
-  EXPECT_NE(client->Log().find("Summary: Latency is"), std::string::npos) << client->Log();
+  ASSERT_EQ(client->Wait(30000), 0) << client->Output();
+  EXPECT_NE(client->Output().find("Summary: Latency is"), std::string::npos) << client->Output();
   ExpectAccelerated("sockperf", 1, 1);
   server->Stop(SIGINT, 10000);
   ExpectServerEnd("sockperf", 1, 1);
@@ -472,9 +472,10 @@ TEST_P(Transparency, PostgresqlPgbench) {
     head.insert(head.end(), tail.begin(), tail.end());
     return head;
   };
-  Program initdb(with(as_postgres, {bin + "/initdb", "-D", data, "-A", "trust", "-U", "postgres"}),
-                 "", {}, dir_ + "/initdb.log");
-  ASSERT_EQ(initdb.Wait(120000), 0) << initdb.Log();
+  Program initdb(RealProgram(
+      with(as_postgres, {bin + "/initdb", "-D", data, "-A", "trust", "-U", "postgres"}), "", {},
+      dir_ + "/initdb.log"));
+  ASSERT_EQ(initdb.Wait(120000), 0) << initdb.Output();
   const std::string port = std::to_string(FreePort());
   auto start = Server(with(as_postgres, {bin + "/pg_ctl", "-D", data, "-l", run + "/server.log",
                                          "-w", "-o",
@@ -482,15 +483,15 @@ TEST_P(Transparency, PostgresqlPgbench) {
                                              " -c listen_addresses=127.0.0.1",
                                          "start"}),
                       "pg_ctl");
-  ASSERT_EQ(start->Wait(60000), 0) << start->Log() << Contents(run + "/server.log");
+  ASSERT_EQ(start->Wait(60000), 0) << start->Output() << Contents(run + "/server.log");
   const std::vector<std::string> where = {"-h", "127.0.0.1", "-p", port, "-U", "postgres"};
   auto init = Client(with({bin + "/pgbench", "-i", "-s", "1"}, with(where, {"postgres"})), "init");
-  EXPECT_EQ(init->Wait(60000), 0) << init->Log();
+  EXPECT_EQ(init->Wait(60000), 0) << init->Output();
   auto bench =
       Client(with({bin + "/pgbench", "-c", "2", "-T", "2"}, with(where, {"postgres"})), "bench");
-  EXPECT_EQ(bench->Wait(60000), 0) << bench->Log();
-  EXPECT_NE(bench->Log().find("number of failed transactions: 0 "), std::string::npos)
-      << bench->Log();
+  EXPECT_EQ(bench->Wait(60000), 0) << bench->Output();
+  EXPECT_NE(bench->Output().find("number of failed transactions: 0 "), std::string::npos)
+      << bench->Output();
   // TPC-B keeps the branch, teller and account balances and the history in step.
   auto check = Client(with({"psql", "-tA"}, with(where, {"-c",
                            "select (select sum(abalance) from pgbench_accounts) = "
@@ -499,11 +500,12 @@ TEST_P(Transparency, PostgresqlPgbench) {
                            "pgbench_history)",
                            "postgres"})),
                       "check");
-  EXPECT_EQ(check->Wait(30000), 0) << check->Log();
-  EXPECT_EQ(check->Log(), "t\n");
-  Program stop(with(as_postgres, {bin + "/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"}), "",
-               {}, dir_ + "/stop.log");
-  EXPECT_EQ(stop.Wait(60000), 0) << stop.Log();
+  EXPECT_EQ(check->Wait(30000), 0) << check->Output();
+  EXPECT_EQ(check->Output(), "t\n");
+  Program stop(RealProgram(
+      with(as_postgres, {bin + "/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"}), "", {},
+      dir_ + "/stop.log"));
+  EXPECT_EQ(stop.Wait(60000), 0) << stop.Output();
   const Usage client = UsageOf(report_, "pgbench"), server = UsageOf(server_report_, "postgres");
   if (san_server()) {
     EXPECT_GE(client.shm_connections, 2u) << "pgbench's clients did not move to shm";

@@ -6,10 +6,8 @@
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,7 +40,7 @@ class DrpcE2e : public ::testing::Test {
   RunResult Drpc(const std::vector<std::string>& args, double timeout_s = 30) {
     std::vector<std::string> argv = {DrpcPath()};
     argv.insert(argv.end(), args.begin(), args.end());
-    return RunProgram(argv, {}, timeout_s);
+    return RunProgram(argv, timeout_s);
   }
 
   // Exec output, Push and Pull of megabytes over SAN, three rounds, byte-exact.
@@ -336,12 +334,11 @@ class Forwarder {
     const std::string listen =
         "TCP-LISTEN:" + std::to_string(port_) + ",bind=127.0.0.3,reuseaddr,fork";
     const std::string forward = "TCP:127.0.0.1:" + std::to_string(to_port);
-    const char* argv[] = {"socat", listen.c_str(), forward.c_str(), nullptr};
-    if (posix_spawnp(&pid_, "socat", nullptr, nullptr, const_cast<char* const*>(argv), environ) !=
-        0) {
-      pid_ = -1;
-      return false;
-    }
+    testing_support::ProgramSpec spec;
+    spec.argv = {"socat", listen, forward};
+    spec.stop_signal = SIGTERM;
+    spec.stop_timeout_ms = -1;
+    if (!socat_.Start(spec)) return false;
     for (int i = 0; i < 200; ++i) {  // up to 10 s for socat to listen
       const int probe = socket(AF_INET, SOCK_STREAM, 0);
       const bool up = connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
@@ -351,15 +348,10 @@ class Forwarder {
     }
     return false;
   }
-  ~Forwarder() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-  }
   int port() const { return port_; }
 
  private:
-  pid_t pid_ = -1;
+  testing_support::Program socat_;  // stopped with SIGTERM, waited for without limit
   int port_ = 0;
 };
 
@@ -533,7 +525,7 @@ TEST_F(DrpcE2e, AllowUidAdmitsThatLocalUserOnly) {
     std::vector<std::string> argv = {setpriv, "--reuid=" + uid, "--regid=" + gid, "--clear-groups",
                                      "--",    DrpcPath()};
     argv.insert(argv.end(), args.begin(), args.end());
-    return RunProgram(argv, {}, 30);
+    return RunProgram(argv, 30);
   };
   if (as_nobody({"--help"}).exit_code != 0) {
     GTEST_SKIP() << "nobody cannot run " << DrpcPath() << " (build directory not reachable)";

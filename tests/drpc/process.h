@@ -1,6 +1,7 @@
 // Test support for drpc: run a program to completion with its output captured, and run drpcd
-// for the length of a test (bound to a port the kernel chose, found through --port-file).
-// Everything is bounded: a program that outlives its time limit is killed and the test fails.
+// for the length of a test (bound to a port the kernel chose, found through --port-file), both
+// with support/program.h. Everything is bounded: a program that outlives its time limit is
+// killed and the test fails.
 // Test-only. Thread-safety: none needed (one test thread).
 #pragma once
 
@@ -9,20 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "support/program.h"
+
 namespace san::drpc::testing {
 
-struct RunResult {
-  int exit_code = -1;   // -1 if killed by a signal (see signal)
-  int signal = 0;
-  bool timed_out = false;
-  double seconds = 0;
-  double cpu_seconds = 0;  // user + system time of the program (not of its children)
-  std::string out, err;
-};
-
-// argv[0] is a path. env entries ("K=V") are added to this process's environment.
-RunResult RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
-              double timeout_s = 30);
+// Programs run to completion, output captured (support/program.h).
+using testing_support::RunProgram;
+using testing_support::RunResult;
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it at destruction.
 class TempDir {
@@ -44,22 +38,17 @@ bool Exists(const std::string& path);
 // SIGKILL after 10 s) if the test did not.
 class Daemon {
  public:
-  Daemon() = default;
-  ~Daemon();
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
-
   // Extra drpcd arguments after --listen/--port-file; env added to the daemon's environment.
   bool Start(const std::string& dir, const std::string& listen_host,
              const std::vector<std::string>& args, const std::vector<std::string>& env = {});
-  int Stop();   // SIGTERM and wait; the exit status (or 128+signal)
-  void Kill();  // SIGKILL and reap
+  int Stop();   // SIGTERM and wait; the exit status (or 128+signal), 999 if it had to be killed
+  void Kill() { program_.Kill(); }  // SIGKILL and reap
   int port() const { return port_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return program_.pid(); }
   std::string log() const { return ReadFile(log_); }
 
  private:
-  pid_t pid_ = -1;
+  testing_support::Program program_;
   int port_ = 0;
   std::string log_;
 };

@@ -19,8 +19,8 @@ TEST(DrpcPython, GrpcioClientCallsPingAndStatusOverTcp) {
   WriteFile(dir.Join("token"), token + "\n", 0600);
   Daemon d;
   ASSERT_TRUE(d.Start(dir.path(), "127.0.0.1", {"--token-file", dir.Join("token")})) << d.log();
-  const RunResult py = RunProgram({PYTHON3_BIN, PLAIN_PING_PY, dir.path(), std::to_string(d.port()), token},
-                           {}, 60);
+  const RunResult py =
+      RunProgram({PYTHON3_BIN, PLAIN_PING_PY, dir.path(), std::to_string(d.port()), token}, 60);
   EXPECT_EQ(py.exit_code, 0) << py.out << py.err;
   EXPECT_NE(py.out.find("ok 5 transport=tcp (peer did not set up a SAN channel"), std::string::npos)
       << py.out << py.err;

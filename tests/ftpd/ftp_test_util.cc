@@ -8,7 +8,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -79,105 +78,16 @@ std::string Checksum(const std::string& path) {
   return hex;
 }
 
-bool HaveProgram(const std::string& program) {
-  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
-  const char* path = getenv("PATH");
-  std::stringstream dirs(std::string(path ? path : "/usr/bin:/bin") + ":/usr/sbin:/sbin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
-namespace {
-
-std::vector<char*> Argv(const std::vector<std::string>& argv) {
-  std::vector<char*> out;
-  for (const std::string& a : argv) out.push_back(const_cast<char*>(a.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
-// Waits for pid up to timeout_ms; returns its status or -1 after killing it.
-int WaitBounded(pid_t pid, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  int status = 0;
-  while (true) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-// In a forked child: a process group of its own, stdin from in, stdout and stderr into fresh
-// files, then the program (exit 127 if it cannot be run).
-[[noreturn]] void ExecRedirected(const std::vector<char*>& args, int in,
-                                 const std::string& out_path, const std::string& err_path) {
-  setpgid(0, 0);
-  const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  dup2(in, 0);
-  dup2(out, 1);
-  dup2(err, 2);
-  execvp(args[0], args.data());
-  _exit(127);
-}
-
-}  // namespace
-
-RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s,
-                     const std::string& input) {
-  RunResult result;
-  TempDir io;
-  const std::string in_path = io / "in", out_path = io / "out", err_path = io / "err";
-  WriteFile(in_path, input);
-  std::vector<char*> args = Argv(argv);
-  fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return result;
-  if (pid == 0) ExecRedirected(args, open(in_path.c_str(), O_RDONLY), out_path, err_path);
-  const int status = WaitBounded(pid, timeout_s * 1000);
-  kill(-pid, SIGKILL);  // anything it left behind in its process group
-  if (status >= 0 && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  result.out = ReadFile(out_path);
-  result.err = ReadFile(err_path);
-  return result;
-}
-
 bool Process::Start(const std::vector<std::string>& argv, const std::string& log_path) {
-  std::vector<char*> args = Argv(argv);
-  fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, 0);
-    if (!log_path.empty()) {
-      const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(log, 1);
-      dup2(log, 2);
-    }
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  pid_ = pid;
-  return true;
-}
-
-void Process::Stop() {
-  if (pid_ <= 0) return;
-  kill(pid_, SIGTERM);
-  if (WaitBounded(pid_, 5000) < 0) kill(-pid_, SIGKILL);
-  kill(-pid_, SIGKILL);  // sessions still in its process group
-  pid_ = -1;
+  testing_support::ProgramSpec spec;
+  spec.argv = argv;
+  spec.own_group = true;
+  spec.stdin_path = "/dev/null";
+  spec.stdout_path = spec.stderr_path = log_path;
+  spec.append = true;
+  spec.stop_signal = SIGTERM;
+  spec.stop_timeout_ms = 5000;
+  return Program::Start(spec);
 }
 
 FtpdServer::FtpdServer(std::vector<std::string> extra, const std::string& alice_system_user) {
@@ -337,59 +247,6 @@ std::string ReadAll(int fd, int timeout_ms) {
   return out;
 }
 
-Interactive::~Interactive() {
-  CloseInput();
-  if (pid_ > 0) Wait(0);
-}
-
-bool Interactive::Start(const std::vector<std::string>& argv) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return false;
-  const std::string out_path = io_ / "out", err_path = io_ / "err";
-  std::vector<char*> args = Argv(argv);
-  fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    signal(SIGINT, SIG_DFL);
-    ExecRedirected(args, pipe_fds[0], out_path, err_path);
-  }
-  close(pipe_fds[0]);
-  input_ = pipe_fds[1];
-  pid_ = pid;
-  return true;
-}
-
-bool Interactive::Write(const std::string& text) {
-  if (input_ < 0) return false;
-  signal(SIGPIPE, SIG_IGN);  // a child that already left must not kill the test
-  return write(input_, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-}
-
-void Interactive::CloseInput() {
-  if (input_ >= 0) close(input_);
-  input_ = -1;
-}
-
-bool Interactive::Signal(int sig) const { return pid_ > 0 && kill(pid_, sig) == 0; }
-
-int Interactive::Wait(int timeout_ms) {
-  if (pid_ <= 0) return -1;
-  const int status = WaitBounded(pid_, timeout_ms);
-  kill(-pid_, SIGKILL);
-  pid_ = -1;
-  return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-bool Interactive::WaitForOutput(const std::string& text, int timeout_ms) const {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (out().find(text) == std::string::npos) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
 bool WaitForFileSize(const std::string& path, uint64_t bytes, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
@@ -447,7 +304,7 @@ bool AcceptsConnections(int port) {
 }
 
 VsftpdServer::VsftpdServer() {
-  if (!HaveProgram("/usr/sbin/vsftpd")) {
+  if (!Installed("/usr/sbin/vsftpd")) {
     skip_ = "vsftpd is not installed";
     return;
   }

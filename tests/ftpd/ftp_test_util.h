@@ -1,10 +1,12 @@
-// Test support for the FTP tests: temporary directories, files, child processes with bounded
-// waits, a running ftpd (standalone, on a port it picks) and a raw control connection for
-// hostile-client tests. Test-only; every process started here is stopped and reaped.
+// Test support for the FTP tests: temporary directories, files, the programs of
+// support/program.h, a running ftpd (standalone, on a port it picks) and a raw control connection
+// for hostile-client tests. Test-only; every process started here is stopped and reaped.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "support/program.h"
 
 namespace san::ftp::testing {
 
@@ -27,55 +29,20 @@ bool Exists(const std::string& path);
 std::string RandomBytes(size_t n, unsigned seed);
 // FNV-1a 64 of a file's bytes, as hex ("" if unreadable): the tests' checksum.
 std::string Checksum(const std::string& path);
-// Is `program` on PATH (or an absolute path that exists)?
-bool HaveProgram(const std::string& program);
+// Programs (support/program.h): RunProgram (to completion, output captured), Interactive (stdin
+// typed by the test), Installed (on PATH, or an absolute path that exists).
+using testing_support::Installed;
+using testing_support::Interactive;
+using testing_support::RunProgram;
+using testing_support::RunResult;
 
-struct RunResult {
-  int exit_code = -1;  // -1: killed (timeout) or did not run
-  std::string out;
-  std::string err;
-};
-// Runs argv to completion (stdin from `input`), killing it after timeout_s.
-RunResult RunProgram(const std::vector<std::string>& argv, int timeout_s = 30,
-                     const std::string& input = "");
-
-// A child process running in the background until Stop (SIGTERM, then SIGKILL after 5 s).
-class Process {
+// A program running in the background until Stop: a process group of its own, stdin /dev/null,
+// output appended to log_path ("" = inherited). Stop (and the destructor) send SIGTERM, SIGKILL
+// after 5 s, then kill what is left in its group (a daemon's sessions).
+class Process : public testing_support::Program {
  public:
-  Process() = default;
-  ~Process() { Stop(); }
   bool Start(const std::vector<std::string>& argv, const std::string& log_path = "");
-  void Stop();
-  bool running() const { return pid_ > 0; }
-  int pid() const { return pid_; }
-
- private:
-  int pid_ = -1;
-};
-
-// A child process whose stdin is a pipe the test writes to (interactive programs) and whose
-// stdout/stderr go to files, which can be signalled mid-run (SIGINT as Ctrl-C would send it).
-// The destructor kills and reaps it if it still runs.
-class Interactive {
- public:
-  Interactive() = default;
-  ~Interactive();
-  bool Start(const std::vector<std::string>& argv);
-  bool Write(const std::string& text);  // to its stdin
-  void CloseInput();
-  bool Signal(int sig) const;
-  // Its exit code once it ended within timeout_ms; -1 if it did not (then it is killed) or died
-  // by a signal.
-  int Wait(int timeout_ms);
-  std::string out() const { return ReadFile(io_ / "out"); }
-  std::string err() const { return ReadFile(io_ / "err"); }
-  // Waits up to timeout_ms until its stdout contains `text`.
-  bool WaitForOutput(const std::string& text, int timeout_ms) const;
-
- private:
-  TempDir io_;
-  int pid_ = -1;
-  int input_ = -1;
+  void Stop() { Shutdown(); }
 };
 
 // Wait up to timeout_ms until the file at path (or an entry of dir whose name contains

@@ -33,7 +33,7 @@ namespace san::ftp::testing {
 namespace {
 
 #define REQUIRE_PROGRAM(p) \
-  if (!HaveProgram(p)) GTEST_SKIP() << p << " is not installed"
+  if (!Installed(p)) GTEST_SKIP() << p << " is not installed"
 
 // Writes `n` pseudo-random bytes (RandomBytes `seed`) to `path`; returns their checksum, which the
 // copies the peers make must match.
@@ -377,7 +377,7 @@ TEST(FtpInterop, LocalFileErrorsDuringTransfers) {
   RunResult full = RunProgram({FTP_CLIENT_BIN, limited.url("big.bin"), "-o", "/dev/full"});
   EXPECT_EQ(full.exit_code, 6) << full.err;
   EXPECT_NE(full.err.find("local file"), std::string::npos) << full.err;
-  if (HaveProgram("prlimit")) {
+  if (Installed("prlimit")) {
     RunResult fsize = RunProgram({"prlimit", "--fsize=100000", FTP_CLIENT_BIN,
                                   limited.url("big.bin"), "-o", local / "part.bin"});
     EXPECT_EQ(fsize.exit_code, 6) << fsize.err;
@@ -388,7 +388,7 @@ TEST(FtpInterop, LocalFileErrorsDuringTransfers) {
   EXPECT_EQ(put.exit_code, 4) << put.err;
   EXPECT_NE(put.err.find("451 "), std::string::npos) << put.err;
   EXPECT_FALSE(Exists(limited.root() + "/up.bin"));
-  if (HaveProgram("curl")) {
+  if (Installed("curl")) {
     RunResult c = RunProgram({"curl", "-sS", "-T", local / "big.bin", limited.url("up2.bin")});
     EXPECT_NE(c.exit_code, 0);
     EXPECT_FALSE(Exists(limited.root() + "/up2.bin"));
@@ -714,7 +714,7 @@ TEST(FtpInterop, FtpdUnderOpenbsdInetd) {
   EXPECT_NE(get.err.find("--- control connection: shm"), std::string::npos) << get.err;
   EXPECT_NE(get.err.find("data path shm."), std::string::npos) << get.err;
   // lftp: no upgrade (it does not know AUTH SAN), plain TCP, same bytes.
-  if (HaveProgram("lftp")) {
+  if (Installed("lftp")) {
     const std::string r = Lftp("-u alice,secret ftp://127.0.0.1:" + std::to_string(port),
                                "get file.bin -o " + local / "b.bin", true);
     ASSERT_EQ(r.substr(0, 3), "ok:") << r;

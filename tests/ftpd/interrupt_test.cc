@@ -15,7 +15,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -31,6 +30,7 @@
 #include <gtest/gtest.h>
 
 #include "ftp_test_util.h"
+#include "support/process.h"
 
 namespace san::ftp::testing {
 namespace {
@@ -185,10 +185,7 @@ class Terminal {
     }
   }
   ~Terminal() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    if (pid_ > 0) testing_support::KillAndReap(pid_, false);
     if (master_ >= 0) close(master_);
   }
   bool ok() const { return pid_ > 0; }
@@ -224,15 +221,9 @@ class Terminal {
   }
   // Whether the client ended by itself within kWaitMs.
   bool Exited() {
-    int status = 0;
-    for (int i = 0; i < kWaitMs / 10; ++i) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+    if (testing_support::WaitBounded(pid_, kWaitMs) < 0) return false;
+    pid_ = -1;
+    return true;
   }
 
  private:

@@ -16,11 +16,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "support/program.h"
 #include "support/rpcbind.h"
 
 // Under LSan: libtirpc 1.3.3 leaks 16 bytes per clnt_create() (in clnt_tp_create_timed); this
@@ -31,28 +33,25 @@ extern "C" const char* __asan_default_options() { return "fast_unwind_on_malloc=
 
 namespace {
 
+using san::testing_support::Program;
+using san::testing_support::ProgramSpec;
+
 constexpr unsigned long kProg = 0x20000101;  // LANGTEST_PROG in x/langtest.x (versions 1, 2)
 constexpr unsigned long kNewstyleProg = 0x20000102;  // NEWSTYLE_PROG in x/newstyle.x (version 1)
 
 std::string Bin(const std::string& name) { return std::string(RPCGEN_VIA_BIN_DIR) + "/" + name; }
 
-pid_t Spawn(const std::vector<std::string>& argv) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-void Stop(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  int status;
-  waitpid(pid, &status, 0);
+// A server (support/program.h), stopped when the object goes: SIGTERM, waited for without limit.
+// `stdin_fd`: its fd 0 (else inherited).
+std::unique_ptr<Program> Spawn(const std::vector<std::string>& argv, int stdin_fd = -1) {
+  ProgramSpec spec;
+  spec.argv = argv;
+  spec.stdin_fd = stdin_fd;
+  spec.stop_signal = SIGTERM;
+  spec.stop_timeout_ms = -1;
+  auto program = std::make_unique<Program>(spec);
+  if (!program->running()) ADD_FAILURE() << program->error();
+  return program;
 }
 
 std::string Capture(const std::string& command, int* status) {
@@ -87,10 +86,10 @@ class RpcgenViaE2e : public ::testing::Test {
   }
 
   // Starts a server and waits until rpcbind knows its versions over udp and tcp.
-  pid_t StartServer(const std::string& flavor, unsigned long prog = kProg,
-                    std::vector<unsigned long> versions = {1, 2}) {
+  std::unique_ptr<Program> StartServer(const std::string& flavor, unsigned long prog = kProg,
+                                       std::vector<unsigned long> versions = {1, 2}) {
     Unregister(prog);
-    const pid_t pid = Spawn({Bin("rpcgen_via_e2e_server_" + flavor)});
+    std::unique_ptr<Program> server = Spawn({Bin("rpcgen_via_e2e_server_" + flavor)});
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -101,17 +100,15 @@ class RpcgenViaE2e : public ::testing::Test {
           all = all && pmap_getport(&a, prog, v, proto) != 0;
         }
       }
-      if (all) return pid;
-      int status;
-      if (waitpid(pid, &status, WNOHANG) == pid) {
+      if (all) return server;
+      if (server->Exited()) {
         ADD_FAILURE() << flavor << " server exited before registering";
-        return -1;
+        return nullptr;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ADD_FAILURE() << flavor << " server did not register with rpcbind";
-    Stop(pid);
-    return -1;
+    return nullptr;
   }
 
   void RunClient(const std::string& flavor, const char* nettype) {
@@ -124,11 +121,11 @@ class RpcgenViaE2e : public ::testing::Test {
 
   void Pair(const std::string& server, const std::string& client, unsigned long prog = kProg,
             std::vector<unsigned long> versions = {1, 2}) {
-    const pid_t pid = StartServer(server, prog, versions);
-    ASSERT_GT(pid, 0);
+    std::unique_ptr<Program> running = StartServer(server, prog, versions);
+    ASSERT_NE(running, nullptr);
     RunClient(client, "tcp");
     RunClient(client, "udp");
-    Stop(pid);
+    running.reset();
     Unregister(prog);
   }
 
@@ -157,7 +154,7 @@ TEST_F(RpcgenViaE2e, NewstyleMtSystemServerOurClient) {
 // unknown nettype is a clear failure, not a server that silently serves nothing.
 TEST_F(RpcgenViaE2e, RuntimeNettypeSelection) {
   Unregister();
-  const pid_t pid = Spawn({Bin("rpcgen_via_e2e_server_via"), "-s", "tcp"});
+  std::unique_ptr<Program> server = Spawn({Bin("rpcgen_via_e2e_server_via"), "-s", "tcp"});
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -169,7 +166,7 @@ TEST_F(RpcgenViaE2e, RuntimeNettypeSelection) {
   ASSERT_TRUE(registered);
   EXPECT_EQ(pmap_getport(&a, kProg, 1, IPPROTO_UDP), 0);
   RunClient("sys", "tcp");
-  Stop(pid);
+  server.reset();
   Unregister();
 
   int status = -1;
@@ -222,8 +219,8 @@ TEST_F(RpcgenViaE2e, HostileArgumentsAreRefusedAndTheServerSurvives) {
                             {"name_t", 1, 7}, {"color", 1, 8},   {"intarr", 2, 1}};
   const auto values = FixtureValues();
   ASSERT_GT(values.size(), 100u);
-  const pid_t pid = StartServer("via");
-  ASSERT_GT(pid, 0);
+  std::unique_ptr<Program> server = StartServer("via");
+  ASSERT_NE(server, nullptr);
   std::mt19937 rng(4242);
   int refused = 0, accepted = 0;
   for (const char* nettype : {"udp", "tcp"}) {
@@ -269,10 +266,9 @@ TEST_F(RpcgenViaE2e, HostileArgumentsAreRefusedAndTheServerSurvives) {
   }
   EXPECT_GT(refused, 50);
   EXPECT_GT(accepted, 50);
-  int status;
-  ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the server died";
+  ASSERT_FALSE(server->Exited()) << "the server died";
   RunClient("sys", "tcp");  // and still serves a well-behaved client
-  Stop(pid);
+  server.reset();
   Unregister();
 }
 
@@ -303,13 +299,7 @@ bool_t XdrPoint(XDR* x, void* p) {
 TEST_F(RpcgenViaE2e, InetdModeServesFdZeroAndClosesDown) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(sv[1], 0);  // dup2 clears close-on-exec on the copy
-    const std::string path = Bin("rpcgen_via_e2e_server_inetd");
-    execl(path.c_str(), path.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  std::unique_ptr<Program> server = Spawn({Bin("rpcgen_via_e2e_server_inetd")}, sv[1]);
   close(sv[1]);
   sockaddr_storage peer{};
   netbuf address{sizeof peer, sizeof peer, &peer};
@@ -325,20 +315,14 @@ TEST_F(RpcgenViaE2e, InetdModeServesFdZeroAndClosesDown) {
   EXPECT_EQ(sum, 42);
   clnt_destroy(c);
   close(sv[0]);
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 400 && done == 0; ++i) {  // closedown is 2 s; allow a loaded machine 20 s
-    done = waitpid(pid, &status, WNOHANG);
-    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (done == 0) Stop(pid);
-  ASSERT_EQ(done, pid) << "the inetd-mode server did not exit after its closedown time";
+  const int status = server->WaitStatus(20000);  // closedown is 2 s; allow a loaded machine 20 s
+  ASSERT_GE(status, 0) << "the inetd-mode server did not exit after its closedown time";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST_F(RpcgenViaE2e, RpcinfoSeesAndPingsOurServer) {
-  const pid_t pid = StartServer("via");
-  ASSERT_GT(pid, 0);
+  std::unique_ptr<Program> server = StartServer("via");
+  ASSERT_NE(server, nullptr);
   int status = -1;
   const std::string list = Capture("rpcinfo -p 127.0.0.1 2>&1", &status);
   EXPECT_EQ(status, 0) << list;
@@ -350,7 +334,7 @@ TEST_F(RpcgenViaE2e, RpcinfoSeesAndPingsOurServer) {
     EXPECT_EQ(status, 0) << ping;
     EXPECT_NE(ping.find("version 2 ready and waiting"), std::string::npos) << ping;
   }
-  Stop(pid);
+  server.reset();
   Unregister();
 }
 

@@ -16,7 +16,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -33,15 +32,18 @@
 #include <gtest/gtest.h>
 
 #include "support/inet.h"
+#include "support/process.h"
+#include "support/program.h"
 
 #include "san/san.h"
 
-extern char** environ;
-
 namespace {
 
+using san::testing_support::FindProgram;
 using san::testing_support::Loopback;
 using san::testing_support::PortOf;
+using san::testing_support::Program;
+using san::testing_support::ProgramSpec;
 
 constexpr size_t kBulk = 4u << 20;  // bytes each way in the bulk cases
 constexpr int kWaitMs = 10000;      // bound on any single wait for the peer
@@ -207,88 +209,22 @@ san_info InfoOf(int fd) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Spawned tools: started with posix_spawn, killed and reaped when the object goes.
+// Spawned tools (support/program.h): stopped at the end with SIGTERM, SIGKILL after 3 s.
 
-std::string FindInPath(const char* name) {
-  const char* path = getenv("PATH");
-  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
-  for (const char* extra : {"/usr/local/sbin", "/usr/sbin", "/sbin"})
-    dirs += std::string(":") + extra;
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/" + name;
-    if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
+// `argv` (argv[0] a path) with stdin/stdout from/to the given files ("" = inherit) and
+// `extra_env` ("NAME=value") added to this process's environment.
+ProgramSpec Tool(const std::vector<std::string>& argv, const std::string& stdin_path = "",
+                 const std::string& stdout_path = "",
+                 const std::vector<std::string>& extra_env = {}) {
+  ProgramSpec spec;
+  spec.argv = argv;
+  spec.env = extra_env;
+  spec.stdin_path = stdin_path;
+  spec.stdout_path = stdout_path;
+  spec.stop_signal = SIGTERM;
+  spec.stop_timeout_ms = 3000;
+  return spec;
 }
-
-class Tool {
- public:
-  // Starts `argv` (argv[0] a path) with stdin/stdout from/to the given files ("" = inherit) and
-  // `extra_env` ("NAME=value") added to this process's environment.
-  bool Start(const std::vector<std::string>& argv, const std::string& stdin_path = "",
-             const std::string& stdout_path = "", const std::vector<std::string>& extra_env = {}) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    if (!stdin_path.empty()) {
-      posix_spawn_file_actions_addopen(&actions, 0, stdin_path.c_str(), O_RDONLY, 0);
-    }
-    if (!stdout_path.empty()) {
-      posix_spawn_file_actions_addopen(&actions, 1, stdout_path.c_str(),
-                                       O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    }
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    std::vector<std::string> env_storage(extra_env);
-    for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
-    std::vector<char*> env;
-    for (std::string& e : env_storage) env.push_back(e.data());
-    env.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), env.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      pid_ = -1;
-      errno = rc;
-      return false;
-    }
-    return true;
-  }
-
-  // Waits (bounded) for the tool to exit on its own; returns its wait status, or -1 on timeout.
-  int Wait(int timeout_ms) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (pid_ > 0) {
-      int status = 0;
-      const pid_t r = waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return status;
-      }
-      if (r < 0) return -1;
-      if (std::chrono::steady_clock::now() >= deadline) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
-  }
-
-  ~Tool() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    if (Wait(3000) == -1 && pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-};
 
 std::string ExitText(int status) {
   if (status == -1) return "did not exit in time";
@@ -338,7 +274,7 @@ std::vector<uint8_t> ReadFile(const std::string& path) {
 }
 
 // socat, or a failure saying it is missing (the cases that need it must not pass without it).
-std::string Socat() { return FindInPath("socat"); }
+std::string Socat() { return FindProgram("socat"); }
 #define REQUIRE_SOCAT(var)                                                                        \
   const std::string var = Socat();                                                                \
   if (var.empty()) {                                                                              \
@@ -470,11 +406,11 @@ TEST_F(Fallback, SocatEchoServerForSanClient) {
   REQUIRE_SOCAT(socat);
   const uint16_t port = FreePort();
   ASSERT_NE(port, 0);
-  Tool tool;
-  ASSERT_TRUE(
-      tool.Start({socat, "-T", "30",
-                  "TCP-LISTEN:" + std::to_string(port) + ",bind=127.0.0.1,reuseaddr", "EXEC:cat"}))
-      << "spawn socat: " << strerror(errno);
+  Program tool;
+  ASSERT_TRUE(tool.Start(Tool({socat, "-T", "30",
+                               "TCP-LISTEN:" + std::to_string(port) + ",bind=127.0.0.1,reuseaddr",
+                               "EXEC:cat"})))
+      << tool.error();
   // Bounded wait for its port: connect refused until socat listens.
   const int fd = SanConnectRetrying(port, kWaitMs);
   ASSERT_GE(fd, 0) << "socat never listened on " << port << ": " << strerror(errno);
@@ -499,7 +435,7 @@ TEST_F(Fallback, SocatEchoServerForSanClient) {
   const san_info end = InfoOf(fd);
   EXPECT_EQ(end.mode, SAN_MODE_TCP);
   EXPECT_EQ(san_close(fd), 0);
-  const int status = tool.Wait(kWaitMs);
+  const int status = tool.WaitStatus(kWaitMs);
   EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "socat: " << ExitText(status);
 }
@@ -515,9 +451,9 @@ TEST_F(Fallback, SocatUploadToSanServer) {
   uint16_t port = 0;
   const int lfd = SanListener(&port);
   ASSERT_GE(lfd, 0) << strerror(errno);
-  Tool tool;
-  ASSERT_TRUE(tool.Start({socat, "-u", "FILE:" + in, "TCP:127.0.0.1:" + std::to_string(port)}))
-      << "spawn socat: " << strerror(errno);
+  Program tool;
+  ASSERT_TRUE(tool.Start(Tool({socat, "-u", "FILE:" + in, "TCP:127.0.0.1:" + std::to_string(port)})))
+      << tool.error();
   const int c = SanAcceptWithin(lfd, kWaitMs);
   ASSERT_GE(c, 0) << "socat never connected";
   const san_info info = InfoOf(c);
@@ -530,7 +466,7 @@ TEST_F(Fallback, SocatUploadToSanServer) {
   EXPECT_EQ(got.size(), data.size());
   EXPECT_EQ(Checksum(got), Checksum(data)) << "upload corrupted";
   EXPECT_EQ(san_close(c), 0);
-  const int status = tool.Wait(kWaitMs);
+  const int status = tool.WaitStatus(kWaitMs);
   EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "socat: " << ExitText(status);
   san_close(lfd);
@@ -549,11 +485,11 @@ TEST_F(Fallback, SocatDuplexClientOfSanEchoServer) {
   uint16_t port = 0;
   const int lfd = SanListener(&port);
   ASSERT_GE(lfd, 0) << strerror(errno);
-  Tool tool;
+  Program tool;
   // -t: after stdin's EOF, how long socat keeps reading the echo (it stops early at our EOF).
   ASSERT_TRUE(
-      tool.Start({socat, "-t", "20", "-", "TCP:127.0.0.1:" + std::to_string(port)}, in, out))
-      << "spawn socat: " << strerror(errno);
+      tool.Start(Tool({socat, "-t", "20", "-", "TCP:127.0.0.1:" + std::to_string(port)}, in, out)))
+      << tool.error();
   const int c = SanAcceptWithin(lfd, kWaitMs);
   ASSERT_GE(c, 0) << "socat never connected";
   EXPECT_EQ(InfoOf(c).mode, SAN_MODE_TCP);
@@ -573,7 +509,7 @@ TEST_F(Fallback, SocatDuplexClientOfSanEchoServer) {
   }
   EXPECT_EQ(echoed, data.size());
   EXPECT_EQ(san_close(c), 0);
-  const int status = tool.Wait(kWaitMs);
+  const int status = tool.WaitStatus(kWaitMs);
   EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "socat: " << ExitText(status);
   const std::vector<uint8_t> back = ReadFile(out);
@@ -638,12 +574,12 @@ TEST_F(Fallback, ProviderOffMeansKernelTcp) {
   const ::testing::TestInfo* me = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter =
       std::string("--gtest_filter=") + me->test_suite_name() + "." + me->name();
-  Tool child;
-  // The variables go first in the environment, so they win over any inherited SAN_PROVIDER.
-  ASSERT_TRUE(
-      child.Start({self, filter}, "", "", {"SAN_PROVIDER=off", std::string(kChildMark) + "=1"}))
-      << strerror(errno);
-  const int status = child.Wait(60000);
+  Program child;
+  // The variables replace any inherited SAN_PROVIDER.
+  ASSERT_TRUE(child.Start(
+      Tool({self, filter}, "", "", {"SAN_PROVIDER=off", std::string(kChildMark) + "=1"})))
+      << child.error();
+  const int status = child.WaitStatus(60000);
   EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "child run with SAN_PROVIDER=off: " << ExitText(status) << " (its output is above)";
 }

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "robust_util.h"
+#include "support/process.h"
 
 #if defined(__SANITIZE_THREAD__)
 // Every test forks children of a multithreaded process (sanlib's threads, the Watchdog) that start
@@ -107,23 +108,6 @@ bool DrainPipe(int fd, std::string* out) {
   }
 }
 
-// Reaps `pid` within timeout_ms (killing it after); returns the wait status or -1.
-int ReapWithin(pid_t pid, int timeout_ms) {
-  const uint64_t end = NowMs() + static_cast<uint64_t>(timeout_ms);
-  for (;;) {
-    int st = 0;
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) return st;
-    if (r < 0 && errno != EINTR) return -2;
-    if (NowMs() >= end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return -1;
-    }
-    SleepMs(2);
-  }
-}
-
 // The LIST part of an FTP session: fork + exec ls, read its output to EOF while `step` keeps the
 // transfer going (called repeatedly until it returns false, i.e. the transfer is done).
 struct LsRun {
@@ -147,7 +131,7 @@ LsRun ListWhile(const std::function<bool()>& step) {
     }
   }
   close(rd);
-  run.status = ReapWithin(ls, 10000);
+  run.status = testing_support::WaitOrKill(ls, 10000, false);
   return run;
 }
 
@@ -367,7 +351,7 @@ int ForkingServer(Channel* port_ch, Channel* child_code_ch, uint64_t bytes, bool
     own = IsShm(c2) ? ServeEcho(c2, 64 * 1024, nullptr) : kNotShm;
     san_close(c2);
   }
-  const int st = ReapWithin(child, 20000);
+  const int st = testing_support::WaitOrKill(child, 20000, false);
   const int child_code = Child::Code(st);
   child_code_ch->Put(child_code);
   san_close(lfd);
@@ -653,7 +637,7 @@ TEST(SocketFork, RawCloneChildServesItsOwnListener) {
   ASSERT_EQ(san_recv(fd, in, sizeof in, MSG_WAITALL), static_cast<ssize_t>(sizeof in));
   EXPECT_STREQ(in, out);
   san_close(fd);
-  EXPECT_EQ(ReapWithin(static_cast<pid_t>(pid), kChildWaitMs), kOk);
+  EXPECT_EQ(testing_support::WaitOrKill(static_cast<pid_t>(pid), kChildWaitMs, false), kOk);
   san_close(warm);
 }
 

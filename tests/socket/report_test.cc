@@ -137,7 +137,7 @@ TEST(SanReport, EachProcessItsOwnLineEvenAfterGivingUpRoot) {
     setenv(kChildVar, "1", 1);
     setenv("SAN_REPORT", path.c_str(), 1);
     // Its fork child leaves by exit(), which writes its report line; LeakSanitizer would take
-    // the memory of the parent's threads (gone in the child) for its leaks (robust_util.h).
+    // the memory of the parent's threads (gone in the child) for its leaks (support/child.h).
     const char* asan = getenv("ASAN_OPTIONS");
     setenv("ASAN_OPTIONS", (std::string(asan ? asan : "") + ":detect_leaks=0").c_str(), 1);
     execl("/proc/self/exe", "report_test", "--gtest_filter=SanReport.Child", nullptr);

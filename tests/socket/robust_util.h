@@ -1,11 +1,10 @@
-// Helpers for the multi-process socket tests (fork_test.cc, robustness_test.cc): child processes
-// that are always reaped and always bounded in time, SAN listeners/clients on loopback, a stream
-// pattern that a receiver can verify position by position, and views of /proc that show which
-// segments and rendezvous sockets a process still holds.
+// Helpers for the multi-process socket tests (fork_test.cc, robustness_test.cc): the forked
+// children of support/child.h (always reaped, always bounded in time), SAN listeners/clients on
+// loopback, a stream pattern that a receiver can verify position by position, and views of /proc
+// that show which segments and rendezvous sockets a process still holds.
 //
-// Every wait here has a deadline. A child arms alarm() first thing, so a hung child dies on its
-// own; the parent kills (SIGKILL) and reaps any child it stops waiting for. A Watchdog ends the
-// whole test process if a test body itself hangs (a blocking san_* call that never returns).
+// Every wait here has a deadline. A Watchdog ends the whole test process if a test body itself
+// hangs (a blocking san_* call that never returns).
 //
 // Thread-safety: none needed (test code); Watchdog uses its own thread.
 #pragma once
@@ -37,6 +36,7 @@
 #include <vector>
 
 #include "san/san.h"
+#include "support/child.h"
 #include "support/inet.h"
 
 namespace san::testing {
@@ -98,144 +98,9 @@ class Watchdog {
   std::thread thread_;
 };
 
-// Fork children that leave through exit() (to run sanlib's exit hook) would fail LeakSanitizer's
-// end-of-process check for memory they can never free: heap blocks referenced only from the
-// stacks of the parent's threads (which do not exist in the child) and the parent's closing
-// streams, which the child deliberately releases. Under ASan such children end with _exit() from
-// an atexit handler registered before sanlib's (so it runs after sanlib's hook, before LSan's
-// check); the parent keeps its full leak check. Call ChildExit(code) instead of exit(code).
-inline pid_t g_main_pid = 0;
-inline int g_child_exit_code = 0;
-[[noreturn]] inline void ChildExit(int code) {
-  g_child_exit_code = code;
-  exit(code);
-}
-#if defined(__SANITIZE_ADDRESS__)
-inline void SkipLeakCheckInChild() {
-  if (getpid() != g_main_pid) _exit(g_child_exit_code);
-}
-inline const bool kChildLeakCheckSkipped = [] {
-  g_main_pid = getpid();
-  return atexit(&SkipLeakCheckInChild) == 0;
-}();
-#endif
-
-// A forked child running `body`; its return value is the exit code. The child arms alarm() so it
-// dies by itself if it hangs. The destructor kills and reaps a child nobody waited for.
-class Child {
- public:
-  static constexpr unsigned kAlarmSeconds = 25;
-
-  Child() = default;
-  explicit Child(const std::function<int()>& body, unsigned alarm_s = kAlarmSeconds) {
-    Start(body, alarm_s);
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Kill(); }
-
-  void Start(const std::function<int()>& body, unsigned alarm_s = kAlarmSeconds) {
-    std::fflush(nullptr);  // no duplicated stdio buffers in the child
-    pid_ = fork();
-    if (pid_ == 0) {
-      alarm(alarm_s);
-      _exit(body());
-    }
-  }
-  pid_t pid() const { return pid_; }
-  bool running() const { return pid_ > 0; }
-
-  // Waits up to timeout_ms; returns the raw wait status, or -1 after a timeout (the child is then
-  // killed and reaped).
-  int Wait(int timeout_ms) {
-    if (pid_ <= 0) return status_;
-    const uint64_t end = NowMs() + static_cast<uint64_t>(timeout_ms);
-    for (;;) {
-      int st = 0;
-      pid_t r = waitpid(pid_, &st, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        status_ = st;
-        return st;
-      }
-      if (r < 0 && errno != EINTR) {
-        pid_ = -1;
-        return status_ = -2;
-      }
-      if (NowMs() >= end) {
-        Kill();
-        return status_ = -1;
-      }
-      SleepMs(2);
-    }
-  }
-  // Exit code, or 128 + signal, or -1 on timeout.
-  int WaitCode(int timeout_ms) { return Code(Wait(timeout_ms)); }
-  static int Code(int st) {
-    if (st < 0) return st;
-    if (WIFEXITED(st)) return WEXITSTATUS(st);
-    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-    return -3;
-  }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    int st = 0;
-    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
-    status_ = st;
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int status_ = -1;
-};
-
-// A pipe for passing small fixed-size messages between a parent and its child, with deadlines.
-class Channel {
- public:
-  Channel() {
-    if (pipe2(fds_, O_CLOEXEC) != 0) fds_[0] = fds_[1] = -1;
-  }
-  ~Channel() {
-    if (fds_[0] >= 0) close(fds_[0]);
-    if (fds_[1] >= 0) close(fds_[1]);
-  }
-  Channel(const Channel&) = delete;
-  Channel& operator=(const Channel&) = delete;
-
-  template <typename T>
-  bool Put(const T& v) {
-    return write(fds_[1], &v, sizeof v) == static_cast<ssize_t>(sizeof v);
-  }
-  // False on timeout, EOF or error.
-  template <typename T>
-  bool Get(T* v, int timeout_ms) {
-    auto* p = reinterpret_cast<char*>(v);
-    size_t got = 0;
-    const uint64_t end = NowMs() + static_cast<uint64_t>(timeout_ms);
-    while (got < sizeof(T)) {
-      const uint64_t now = NowMs();
-      if (now >= end) return false;
-      pollfd pfd{fds_[0], POLLIN, 0};
-      int rc = poll(&pfd, 1, static_cast<int>(end - now));
-      if (rc < 0 && errno == EINTR) continue;
-      if (rc <= 0) return false;
-      ssize_t n = read(fds_[0], p + got, sizeof(T) - got);
-      if (n <= 0) {
-        if (n < 0 && errno == EINTR) continue;
-        return false;
-      }
-      got += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
- private:
-  int fds_[2];
-};
-
+using testing_support::Channel;
+using testing_support::Child;
+using testing_support::ChildExit;
 using testing_support::Loopback;
 
 // A SAN listener on 127.0.0.1, ephemeral port. -1 on failure.

@@ -1,21 +1,22 @@
 // Test support for suites that need the real rpcbind: a process-wide lock (suites of different
 // build trees and ctest -j runs share one rpcbind and fixed program numbers), and rpcbind itself,
-// started in the foreground when none is running and stopped again when the suite ends.
-// Test-only; call from the suite's SetUpTestSuite/TearDownTestSuite.
+// started in the foreground (support/program.h) when none is running and stopped again when the
+// suite ends. Test-only (link san_test_process); call from the suite's
+// SetUpTestSuite/TearDownTestSuite.
 #pragma once
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
+
+#include "support/program.h"
 
 namespace san::testing_support {
 
@@ -39,26 +40,20 @@ class RpcbindSession {
     lock_fd_ = open("/tmp/sanlib_rpcbind_tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock_fd_ >= 0) flock(lock_fd_, LOCK_EX);
     if (RpcbindReachable()) return;
-    const char* path =
-        access("/usr/sbin/rpcbind", X_OK) == 0 ? "/usr/sbin/rpcbind" : "/sbin/rpcbind";
-    char* const argv[] = {const_cast<char*>(path), const_cast<char*>("-f"), nullptr};
     // Its output to /dev/null: a test runner reading our stdout must not wait for rpcbind too.
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    if (posix_spawn(&pid_, path, &actions, nullptr, argv, environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
+    ProgramSpec spec;
+    spec.argv = {access("/usr/sbin/rpcbind", X_OK) == 0 ? "/usr/sbin/rpcbind" : "/sbin/rpcbind",
+                 "-f"};
+    spec.stdout_path = spec.stderr_path = "/dev/null";
+    spec.stop_signal = SIGTERM;  // at the end of the suite, waited for without limit
+    spec.stop_timeout_ms = -1;
+    rpcbind_.Start(spec);
     for (int i = 0; i < 200 && !RpcbindReachable(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
   ~RpcbindSession() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status;
-      waitpid(pid_, &status, 0);
-    }
+    rpcbind_.Shutdown();
     if (lock_fd_ >= 0) close(lock_fd_);
   }
   RpcbindSession(const RpcbindSession&) = delete;
@@ -68,7 +63,7 @@ class RpcbindSession {
 
  private:
   int lock_fd_ = -1;
-  pid_t pid_ = -1;
+  Program rpcbind_;  // not started when one was running already
 };
 
 }  // namespace san::testing_support

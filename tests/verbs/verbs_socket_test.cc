@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,13 +24,15 @@
 #include <gtest/gtest.h>
 
 #include "sanlib/fabric/registry.h"
+#include "support/program.h"
 #include "verbs_test_util.h"
 
 namespace {
 
 using san::verbs_testing::VerbsIp;
 
-// A peer process with its stdout on a pipe; killed and reaped by the destructor if still there.
+// A peer process (support/program.h) with its stdout on a pipe; killed and reaped by the
+// destructor if still there.
 class Peer {
  public:
   // `env`: NAME=VALUE settings for the peer, beside SAN_PROVIDER.
@@ -39,25 +40,19 @@ class Peer {
        const std::vector<std::string>& env = {}) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], 1);
-      setenv("SAN_PROVIDER", provider, 1);
-      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-      std::vector<char*> argv;
-      std::string bin = SAN_VERBS_SOCKET_PEER;
-      argv.push_back(bin.data());
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    san::testing_support::ProgramSpec spec;
+    spec.argv = {SAN_VERBS_SOCKET_PEER};
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    spec.env = {std::string("SAN_PROVIDER=") + provider};
+    spec.env.insert(spec.env.end(), env.begin(), env.end());
+    spec.stdout_fd = out[1];
+    peer_.Start(spec);
     close(out[1]);
     out_ = out[0];
   }
   ~Peer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
+    if (peer_.running()) {
+      Kill();
       Wait(5000);
     }
     if (out_ >= 0) close(out_);
@@ -84,14 +79,12 @@ class Peer {
   // Exit status (or -1: still running after `ms`, or killed); reads the rest of the output.
   int Wait(int ms = 60000) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (pid_ > 0) {
-      int status = 0;
-      const pid_t r = waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
+    while (peer_.running()) {
+      const int status = peer_.WaitStatus(0);
+      if (status != san::testing_support::kStillRunning) {
         while (ReadSome(100)) {
         }
-        status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        status_ = san::testing_support::ExitedCode(status);
         break;
       }
       if (std::chrono::steady_clock::now() >= end) return -1;
@@ -99,9 +92,7 @@ class Peer {
     }
     return status_;
   }
-  void Kill() {
-    if (pid_ > 0) kill(pid_, SIGKILL);
-  }
+  void Kill() { peer_.Signal(SIGKILL); }
   const std::string& output() const { return text_; }
 
  private:
@@ -116,7 +107,7 @@ class Peer {
     return true;
   }
 
-  pid_t pid_ = -1;
+  san::testing_support::Program peer_;
   int out_ = -1;
   int status_ = -1;
   std::string text_;

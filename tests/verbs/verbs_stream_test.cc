@@ -3,8 +3,6 @@
 // that dies. Needs an RDMA device: SKIPs (saying why) without one; deploy/softroce/ runs it on
 // Soft-RoCE inside a QEMU guest (ctest label `rdma`), where a skip counts as a failure.
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <atomic>
 #include <cstring>
@@ -18,9 +16,8 @@
 #ifdef SAN_TEST_HAVE_VERBS
 #include "sanlib/fabric/verbs/verbs_endpoint.h"
 #endif
+#include "support/program.h"
 #include "verbs_test_util.h"
-
-extern char** environ;
 
 namespace san {
 namespace {
@@ -229,11 +226,10 @@ TEST_F(VerbsStream, PeerProcessDeathWakesTheReaderWithConnReset) {
                                    proto::Stream::EndpointAttrFor(params));
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
   const std::string port_text = std::to_string(port);
-  char* argv[] = {const_cast<char*>(SAN_VERBS_STREAM_PEER),
-                  const_cast<char*>(verbs_testing::VerbsIp()), const_cast<char*>(port_text.c_str()),
-                  nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, SAN_VERBS_STREAM_PEER, nullptr, nullptr, argv, environ), 0);
+  testing_support::Program peer;
+  testing_support::ProgramSpec spec;
+  spec.argv = {SAN_VERBS_STREAM_PEER, verbs_testing::VerbsIp(), port_text};
+  ASSERT_TRUE(peer.Start(spec)) << peer.error();
   auto request = fabric::testing::WaitRequest(listener.value().get(), 30000);
   ASSERT_TRUE(request.ok()) << request.status().ToString();
   auto server = proto::Stream::Create(std::move(request).value(), provider->capabilities(), params);
@@ -259,18 +255,14 @@ TEST_F(VerbsStream, PeerProcessDeathWakesTheReaderWithConnReset) {
       EXPECT_TRUE(killed) << "error before the kill: " << r.status().ToString();
     }
     if (got == "hello" && !killed) {
-      ASSERT_EQ(kill(pid, SIGKILL), 0);
-      int status = 0;
-      waitpid(pid, &status, 0);
+      ASSERT_TRUE(peer.Signal(SIGKILL));
+      peer.WaitStatus(-1);
       killed = true;
     }
     if (error == 0) WaitALittle(s, 50);
   }
   if (!killed) {
-    kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ADD_FAILURE() << "the peer was not killed by the test; wait status " << status;
+    ADD_FAILURE() << "the peer was not killed by the test; wait status " << peer.Kill();
   }
   EXPECT_EQ(got, "hello");
   EXPECT_TRUE(killed);
@@ -293,11 +285,10 @@ TEST_F(VerbsStream, PeerDeathDuringZeroCopySendsIsConnReset) {
                                    proto::Stream::EndpointAttrFor(params));
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
   const std::string port_text = std::to_string(port);
-  char* argv[] = {const_cast<char*>(SAN_VERBS_STREAM_PEER),
-                  const_cast<char*>(verbs_testing::VerbsIp()), const_cast<char*>(port_text.c_str()),
-                  const_cast<char*>("drain"), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, SAN_VERBS_STREAM_PEER, nullptr, nullptr, argv, environ), 0);
+  testing_support::Program peer;
+  testing_support::ProgramSpec spec;
+  spec.argv = {SAN_VERBS_STREAM_PEER, verbs_testing::VerbsIp(), port_text, "drain"};
+  ASSERT_TRUE(peer.Start(spec)) << peer.error();
   auto request = fabric::testing::WaitRequest(listener.value().get(), 30000);
   ASSERT_TRUE(request.ok()) << request.status().ToString();
   auto server = proto::Stream::Create(std::move(request).value(), provider->capabilities(), params);
@@ -315,17 +306,12 @@ TEST_F(VerbsStream, PeerDeathDuringZeroCopySendsIsConnReset) {
     if (!r.ok() && !r.status().would_block()) error = r.status().code();
     if (!r.ok() && r.status().would_block()) WaitALittle(s, 20);
     if (!killed && s.Stats().zero_copy_bytes_sent >= (4u << 20)) {
-      ASSERT_EQ(kill(pid, SIGKILL), 0);
-      int status = 0;
-      waitpid(pid, &status, 0);
+      ASSERT_TRUE(peer.Signal(SIGKILL));
+      peer.WaitStatus(-1);
       killed = true;
     }
   }
-  if (!killed) {
-    kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-  }
+  if (!killed) peer.Kill();
   EXPECT_TRUE(killed) << "zero-copy bytes sent: " << s.Stats().zero_copy_bytes_sent;
   EXPECT_EQ(error, ECONNRESET);
   const proto::StreamStats st = s.Stats();
