@@ -56,7 +56,7 @@ uint64_t TimeoutDeadline(SanSocket& s, bool want_write, uint64_t start);
 // socket's timeout (`call`) passes, EINTR on a signal.
 template <typename Op>
 Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadline* call, Op op) {
-  SpinThenSleep engine(Runtime::Get().config());
+  SpinThenSleep engine(Runtime::Get().config(), -1, SpinThenSleep::kLooksAfterWake);
   for (;;) {
     Result<size_t> r = op();
     WakeSleepers(s);  // whatever this attempt reaped may be what another thread waits for
@@ -82,6 +82,7 @@ Result<size_t> Drive(SanSocket& s, bool want_write, bool nonblocking, CallDeadli
     }
     Status st = SleepOnSocket(s, want_write, timeout_ms);
     if (!st.ok() && st.code() != ETIMEDOUT) return st;  // ETIMEDOUT: the loop checks the deadline
+    engine.Woke();
   }
 }
 

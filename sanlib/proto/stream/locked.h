@@ -6,7 +6,8 @@
 // the socket layer decides how to wait. The one wait is WaitSendsDone (zero copy), which spins and
 // yields, letting other threads in, until the provider completed our sends.
 //
-// The methods are defined by concern, one file each: the link and packet dispatch in stream.cc,
+// The methods are defined by concern, one file each: the link's per-packet work inline in
+// stream/link_inl.h (included at the end of this header), creation and readiness in stream.cc,
 // then stream/send.cc (staging and combining), receive.cc, single_copy.cc, zero_copy.cc, file.cc
 // (sendfile and Borrow), tcp_move.cc and image.cc.
 #pragma once
@@ -40,7 +41,7 @@ class Stream::Locked {
 
   StreamShared& sh() { return sh_; }
 
-  // ---- The link (stream.cc) ----
+  // ---- The link (stream/link_inl.h) ----
 
   // Makes `error` the sticky error (unless there is one already) and disconnects the endpoint.
   Status Fail(int error) {
@@ -216,3 +217,5 @@ class Stream::Locked {
 };
 
 }  // namespace san::proto
+
+#include "sanlib/proto/stream/link_inl.h"  // IWYU pragma: export

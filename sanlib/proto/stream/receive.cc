@@ -14,7 +14,10 @@ namespace san::proto {
 using stream::kMaxReceives;
 using stream::RecvEntry;
 
-Result<size_t> Stream::Locked::Recv(const iovec* iov, int iovcnt, bool peek, size_t offer_min) {
+// Only Stream::Recv calls it: inlined there, one function with the lock as before the split
+// (the call cost ~5 % of the instructions of a small receive).
+[[gnu::always_inline]] inline Result<size_t> Stream::Locked::Recv(const iovec* iov, int iovcnt,
+                                                                  bool peek, size_t offer_min) {
   Reap();  // first: credits that came back are what lets the flush below go out
   if (sh_.staging.fill_len > 0) FlushCombined();  // SOVIA flush point: the application reads
   const bool offering = offer_min != 0 && !peek && iovcnt > 0 && iov[0].iov_len != 0;

@@ -80,7 +80,10 @@ Result<size_t> Stream::Locked::SendDirect(const iovec* iov, int iovcnt, size_t t
   return accepted;
 }
 
-Result<size_t> Stream::Locked::Send(const iovec* iov, int iovcnt, size_t window_min) {
+// Only Stream::Send calls it: inlined there, one function with the lock as before the split
+// (the call cost ~5 % of the instructions of a combined small send).
+[[gnu::always_inline]] inline Result<size_t> Stream::Locked::Send(const iovec* iov, int iovcnt,
+                                                                  size_t window_min) {
   Status st = Progress();
   if (!st.ok()) return st;
   if (sh_.link.close.fin_sent()) return Status(EPIPE, "send after shutdown");
