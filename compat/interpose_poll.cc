@@ -18,6 +18,7 @@
 using san::compat::KeepErrno;
 using san::compat::ManagedShm;
 using san::compat::Real;
+using san::TimeoutMs;
 
 extern "C" [[noreturn]] void __chk_fail(void);
 
@@ -29,13 +30,6 @@ bool AnySan(const pollfd* fds, nfds_t n) {
     if (ManagedShm(fds[i].fd)) return true;
   }
   return false;
-}
-
-// A timespec as poll's milliseconds, rounded up (never shorter than asked); -1 for none.
-int TimeoutMs(const timespec* ts) {
-  if (!ts) return -1;
-  const long long ms = ts->tv_sec * 1000LL + (ts->tv_nsec + 999999) / 1000000;
-  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
 }
 
 bool AnySanIn(int nfds, const fd_set* r, const fd_set* w, const fd_set* e) {
@@ -143,11 +137,7 @@ int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
       errno = EINVAL;
       return -1;
     }
-    int ms = -1;
-    if (timeout) {
-      const long long total = timeout->tv_sec * 1000LL + (timeout->tv_usec + 999) / 1000;
-      ms = total > INT_MAX ? INT_MAX : static_cast<int>(total);
-    }
+    const int ms = TimeoutMs(timeout);
     const uint64_t start = san::NowNs();
     const int rc = SelectOverPoll(nfds, r, w, e, ms, nullptr);
     if (timeout) {

@@ -1,9 +1,11 @@
-// Monotonic time in nanoseconds, a spin-then-sleep call's time budget, a CPU-friendly spin hint and
-// a spinning waiter's pause. Used by spin-then-block loops, timers and benchmarks. Thread-safe (no
-// shared state).
+// Monotonic time in nanoseconds, timeouts in poll's milliseconds, a spin-then-sleep call's time
+// budget, a CPU-friendly spin hint and a spinning waiter's pause. Used by spin-then-block loops,
+// timers and benchmarks. Thread-safe (no shared state).
 #pragma once
 
+#include <limits.h>
 #include <sched.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include <cstdint>
@@ -14,6 +16,19 @@ inline uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A timeout as poll's milliseconds, rounded up (never shorter than asked) and capped at INT_MAX;
+// -1 for none (a null pointer). The caller has rejected negative fields.
+inline int TimeoutMs(const timespec* ts) {
+  if (!ts) return -1;
+  const long long ms = ts->tv_sec * 1000LL + (ts->tv_nsec + 999999) / 1000000;
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+inline int TimeoutMs(const timeval* tv) {
+  if (!tv) return -1;
+  const timespec ts{tv->tv_sec, tv->tv_usec * 1000};
+  return TimeoutMs(&ts);
 }
 
 // One blocking call's time: a timeout in poll's milliseconds (-1 = none) and a spin phase before

@@ -3,8 +3,8 @@
 // its EpollSet (epoll_set.h), every other fd's is the kernel's unchanged. A process that has made
 // no SAN socket never gets here past one atomic load per call.
 #include <errno.h>
-#include <limits.h>
 
+#include "sanlib/common/clock.h"
 #include "sanlib/socket/epoll_set.h"
 #include "sanlib/socket/kernel.h"
 #include "sanlib/socket/runtime.h"
@@ -55,12 +55,7 @@ int EpollWait2(int epfd, epoll_event* events, int max_events, const timespec* ti
     return -1;
   }
   // The set sleeps by the millisecond: rounded up, never shorter.
-  int ms = -1;
-  if (timeout) {
-    const long long total = timeout->tv_sec * 1000LL + (timeout->tv_nsec + 999999) / 1000000;
-    ms = total > INT_MAX ? INT_MAX : static_cast<int>(total);
-  }
-  return EpollSet::Wait(epfd, events, max_events, ms, sigmask, kernel_waits);
+  return EpollSet::Wait(epfd, events, max_events, TimeoutMs(timeout), sigmask, kernel_waits);
 }
 
 void EpollClosed(int fd) { EpollSet::Forget(fd); }
