@@ -107,6 +107,24 @@ void ConnectionThread::RemoveListener(int listen_fd) {
   if (control_.valid()) eventfd_write(control_.get(), 1);
 }
 
+size_t ConnectionThread::ReleaseRendezvous() {
+  std::vector<std::unique_ptr<fabric::Listener>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The entries stay (without a listener): the listening socket is still served, so channels
+    // filed or settling under it remain its accept()'s. Late ones are one connection's private
+    // rendezvous, whose move is under way.
+    for (Served& v : served_) {
+      if (!v.late && v.listener) listeners.push_back(std::move(v.listener));
+    }
+  }
+  if (listeners.empty()) return 0;
+  released_for_fds_.store(true, std::memory_order_relaxed);
+  // The thread may be inside poll() on their fds: wake it before they close (on return).
+  if (control_.valid()) eventfd_write(control_.get(), 1);
+  return listeners.size();
+}
+
 std::unique_ptr<proto::Stream> ConnectionThread::CloseLateListener(int token,
                                                                    const proto::FourTuple& tuple) {
   {
@@ -333,6 +351,7 @@ void ConnectionThread::Run() {
       fds.push_back(pollfd{service_.fd(), POLLIN, 0});  // -1 (ignored) if it could not open
       owners.push_back(nullptr);
       for (const Served& s : served_) {
+        if (!s.listener) continue;  // released (ReleaseRendezvous)
         fds.push_back(pollfd{s.listener->fd(), POLLIN, 0});
         owners.push_back(s.listener.get());
       }

@@ -68,6 +68,15 @@ class ConnectionThread {
   // server whose creator closes its copy), then are aborted.
   void RemoveListener(int listen_fd);
   static constexpr uint64_t kOrphanGraceMs = 3000;
+  // The process ran out of fds (an application's socket() or accept() failed with EMFILE): stops
+  // serving every eager rendezvous, so that their fds (a listening Unix socket and an epoll set
+  // each) go back to the application, as the kernel alone would have them free. Their clients are
+  // refused from now on and stay kernel TCP; channels already filed stay claimable by accept().
+  // Returns how many listeners it stopped serving.
+  size_t ReleaseRendezvous();
+  // Whether ReleaseRendezvous ever stopped a listener in this process (the reason its later
+  // connections give).
+  bool released_for_fds() const { return released_for_fds_.load(std::memory_order_relaxed); }
   // The listening socket is now known by another fd number (its first one was closed; a dup
   // remains).
   void RenameListener(int from_fd, int to_fd);
@@ -117,7 +126,7 @@ class ConnectionThread {
     int listen_fd;
     SocketId id;
     sockaddr_storage addr;
-    std::unique_ptr<fabric::Listener> listener;
+    std::unique_ptr<fabric::Listener> listener;  // null once released (ReleaseRendezvous)
     uint32_t caps;
     proto::StreamParams params;
     bool late;
@@ -158,6 +167,7 @@ class ConnectionThread {
   bool quiesced_ = false;  // QuiesceForFork holds step_mu_ (the forking thread's alone)
   std::atomic<bool> stepping_ready_{false};  // the thread holds step_mu_: its start-up is over
   ControlService service_;                   // touched by the thread only, once running
+  std::atomic<bool> released_for_fds_{false};
   std::mutex mu_;
   std::condition_variable settled_;  // a settling entry finished (mu_)
   std::vector<Served> served_;

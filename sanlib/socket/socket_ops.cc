@@ -206,13 +206,37 @@ void WaitForWindow(SanSocket& s) {
   }
 }
 
+namespace {
+
+// An fd-making call of the application (socket, accept) that failed with EMFILE: sanlib's own fds
+// may have taken the room the kernel alone would have left. Gives back the optional ones (the eager
+// rendezvous of listening sockets: their new clients are kernel TCP from now on) and tries again.
+template <typename Call>
+int RetryAfterFreeingFds(const char* what, Call call) {
+  const int fd = call();
+  if (fd >= 0 || errno != EMFILE) return fd;
+  Runtime* rt = Runtime::IfCreated();
+  const size_t released = rt ? rt->connections().ReleaseRendezvous() : 0;
+  if (released == 0) {
+    errno = EMFILE;
+    return -1;
+  }
+  SAN_LOG_WARN("%s: out of fds (EMFILE): closed the SAN rendezvous of %zu listening socket(s) to "
+               "make room; their new connections are kernel TCP",
+               what, released);
+  return call();
+}
+
+}  // namespace
+
 int SocketCreate(int domain, int type, int protocol) {
   Runtime::CheckMissedFork();
   const int flags = type & (SOCK_NONBLOCK | SOCK_CLOEXEC);
   int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (base == SOCK_SAN) base = SOCK_STREAM;
   if (protocol == IPPROTO_TCP) protocol = 0;
-  const int fd = kernel::socket(domain, base | flags, protocol);
+  const int fd = RetryAfterFreeingFds(
+      "socket", [&] { return kernel::socket(domain, base | flags, protocol); });
   if (fd < 0 || !IsInet(domain) || base != SOCK_STREAM || protocol != 0) return fd;
   Track(fd, flags & SOCK_NONBLOCK);
   return fd;
@@ -237,7 +261,10 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   // The peer's address comes with the connection (no getpeername); the caller gets its copy.
   sockaddr_storage from{};
   socklen_t from_len = sizeof from;
-  const int nfd = kernel::accept4(fd, reinterpret_cast<sockaddr*>(&from), &from_len, flags);
+  const int nfd = RetryAfterFreeingFds("accept", [&] {
+    from_len = sizeof from;
+    return kernel::accept4(fd, reinterpret_cast<sockaddr*>(&from), &from_len, flags);
+  });
   if (nfd < 0) return nfd;
   if (addr && len) {
     memcpy(addr, &from, std::min<size_t>(*len, from_len));
@@ -251,6 +278,9 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   // client side (docs/sockets.md, fallback reasons).
   std::string no_san;
   if (!rt.SanEnabled(&no_san)) reason = no_san;
+  if (rt.connections().released_for_fds()) {
+    reason = "no SAN channel: this process ran out of fds (EMFILE) and closed its SAN rendezvous";
+  }
   const sockaddr_storage peer =
       proto::CanonicalAddress(reinterpret_cast<sockaddr*>(&from), from_len);
   // No process serves a rendezvous for this socket (SAN_SETUP=late on this host, or nobody took

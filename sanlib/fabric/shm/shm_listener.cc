@@ -36,17 +36,43 @@ Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
     return Status::FromErrno("epoll_ctl(listener)");
   }
   return std::unique_ptr<ShmListener>(
-      new ShmListener(std::move(sock).value(), std::move(epoll), attr, mtu, proved));
+      new ShmListener(key, std::move(sock).value(), std::move(epoll), attr, mtu, proved));
 }
 
-ShmListener::ShmListener(UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr, uint32_t mtu,
-                         bool proved)
-    : sock_(std::move(sock)), epoll_(std::move(epoll)), attr_(attr), mtu_(mtu), proved_(proved) {}
+ShmListener::ShmListener(std::string key, UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr,
+                         uint32_t mtu, bool proved)
+    : key_(std::move(key)),
+      sock_(std::move(sock)),
+      epoll_(std::move(epoll)),
+      attr_(attr),
+      mtu_(mtu),
+      proved_(proved) {}
+
+void ShmListener::ResetBacklog() {
+  sock_.reset();  // the queued connections are reset with it, and its fd is free for the new one
+  Result<UniqueFd> fresh = ListenRendezvous(key_);
+  if (!fresh.ok()) {
+    SAN_LOG_WARN("shm rendezvous %s: %s; its clients stay kernel TCP", key_.c_str(),
+                 fresh.status().ToString().c_str());
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fresh->get();
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fresh->get(), &ev) != 0) return;
+  sock_ = std::move(fresh).value();
+  SAN_LOG_INFO("shm rendezvous %s: out of fds to accept with; waiting clients reset to kernel TCP",
+               key_.c_str());
+}
 
 void ShmListener::AcceptPending() {
   for (;;) {
+    if (!sock_.valid()) return;  // lost in ResetBacklog: nobody can reach us any more
     UniqueFd conn(PlaceHigh(accept4(sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)));
-    if (!conn.valid()) return;  // EAGAIN, or a transient error the next readiness retries
+    if (!conn.valid()) {
+      if (errno == EMFILE || errno == ENFILE) ResetBacklog();
+      return;  // EAGAIN, or a transient error the next readiness retries
+    }
     Status s = proved_ ? Status::Ok() : CheckPeerCredentials(conn.get());
     if (!s.ok()) {
       // A client of another user (a server that dropped privileges, its clients root, say):

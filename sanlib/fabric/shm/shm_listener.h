@@ -5,7 +5,8 @@
 // memfd of exactly the size we compute ourselves, real eventfds) and returns a server ShmEndpoint.
 // A bad request is answered with its errno and dropped; connections that have not sent their
 // request yet wait in a small pending set (bounded in number and time), so a slow or silent client
-// never blocks the connection thread.
+// never blocks the connection thread. Out of fds to accept with, the backlog is reset: its clients
+// learn at once and stay kernel TCP.
 //
 // Thread-safety: one thread (the connection thread) at a time. Ownership: owns the listening
 // socket, the epoll set behind fd() and the pending connections; endpoints it returns are
@@ -38,12 +39,16 @@ class ShmListener final : public Listener {
     UniqueFd sock;
     uint64_t deadline_ns;
   };
-  ShmListener(UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr, uint32_t mtu, bool proved);
+  ShmListener(std::string key, UniqueFd sock, UniqueFd epoll, const EndpointAttr& attr,
+              uint32_t mtu, bool proved);
   void AcceptPending();
   void Drop(size_t index, int error);
-  // Validates one request; on success builds the endpoint around `sock`.
-  Result<std::unique_ptr<Endpoint>> BuildEndpoint(UniqueFd sock);
+  // The process is out of fds, so the clients waiting in the backlog cannot be accepted (nor
+  // told no): the listening socket is made anew, which resets them at once -- they go on over
+  // kernel TCP -- instead of leaving them to their time-out.
+  void ResetBacklog();
 
+  std::string key_;
   UniqueFd sock_;
   UniqueFd epoll_;
   EndpointAttr attr_;
