@@ -3,12 +3,12 @@
 //
 // A call looks for what it waits for (a stream operation, its members' readiness); each time a
 // look finds nothing it asks Spin(): keep spinning (it paused: look again), or sleep now (the
-// caller checks its timeout, sleeps on the doorbells, and looks again; from then on a miss sleeps
-// again, after at most `looks_after_wake` more looks). The spin lasts the budget the SpinGovernor grants (SAN_SPIN_US at most), counted
-// from the first miss, and the governor hears once per call whether it paid off: Found() while
-// spinning, or the spin running out. A look is tens of nanoseconds, so the clock is read only
-// every kClockEvery-th miss. A call whose timeout is 0 returns after its first look, before any
-// Spin().
+// caller checks its timeout, sleeps on the doorbells, calls Woke() and looks again; from then on
+// a miss sleeps again after at most `looks_after_wake` more looks). The spin lasts the budget the
+// SpinGovernor grants (SAN_SPIN_US at most), counted from the first miss, and the governor hears
+// once per call whether it paid off: Found() while spinning, or the spin running out. A look is
+// tens of nanoseconds, so the clock is read only every kClockEvery-th miss. A call whose timeout
+// is 0 returns after its first look, before any Spin().
 //
 // Thread-safety: one per call, on the calling thread's stack.
 #pragma once

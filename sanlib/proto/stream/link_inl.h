@@ -1,8 +1,8 @@
 // The link's per-packet work, inline (private to the stream's implementation): posting a packet,
 // reposting a receive, handling what arrived (HandleRecv: every check on what the peer sends),
 // reaping completions and sending what the state owes. Every Send and Recv runs through these;
-// they were inlined into them when the stream was one file, and a call each (the features are
-// separate files now) cost ~10-20 % of a small combined send (san-bench, sanlib-combine 4 B).
+// they were inlined into them when the stream was one file, and out of line (the features are
+// separate files now) they cost ~10 % of a small combined send (san-bench, sanlib-combine 4 B).
 // Included at the end of locked.h.
 #pragma once
 
