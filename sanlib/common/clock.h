@@ -1,4 +1,4 @@
-// Monotonic time in nanoseconds, timeouts in poll's milliseconds, a spin-then-sleep call's time
+// Monotonic time in nanoseconds, timeouts in poll's milliseconds, a blocking call's timeout
 // budget, a CPU-friendly spin hint and a spinning waiter's pause. Used by spin-then-block loops,
 // timers and benchmarks. Thread-safe (no shared state).
 #pragma once
@@ -31,12 +31,11 @@ inline int TimeoutMs(const timeval* tv) {
   return TimeoutMs(&ts);
 }
 
-// One blocking call's time: a timeout in poll's milliseconds (-1 = none) and a spin phase before
-// the call sleeps (SAN_SPIN_US), both counted from construction.
+// One blocking call's timeout in poll's milliseconds (-1 = none), counted from construction.
+// (The spin before a sleep is the socket layer's SpinThenSleep.)
 class WaitBudget {
  public:
-  WaitBudget(int timeout_ms, uint64_t spin_ns)
-      : timeout_ms_(timeout_ms), start_(NowNs()), spin_end_(start_ + spin_ns) {}
+  explicit WaitBudget(int timeout_ms) : timeout_ms_(timeout_ms), start_(NowNs()) {}
   // Milliseconds left for a sleep: -1 without a timeout, 0 once it has passed.
   int remaining_ms() const {
     if (timeout_ms_ < 0) return -1;
@@ -45,13 +44,10 @@ class WaitBudget {
                ? 0
                : timeout_ms_ - static_cast<int>(elapsed_ms);
   }
-  bool spinning() const { return NowNs() < spin_end_; }
-  uint64_t elapsed_ns() const { return NowNs() - start_; }
 
  private:
   int timeout_ms_;
   uint64_t start_;
-  uint64_t spin_end_;
 };
 
 inline void CpuRelax() {

@@ -253,7 +253,7 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
     if (kept > 0) return kept;
     if (may_move) Refresh(epfd);
     if (HasSanMembers(epfd)) return Wait(epfd, events, max_events, left, sigmask, kernel_waits);
-    if (!budget) budget.emplace(timeout_ms, 0);
+    if (!budget) budget.emplace(timeout_ms);
     left = budget->remaining_ms();
     if (left == 0) return 0;
   }
@@ -506,7 +506,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
                    const sigset_t* sigmask, KernelEpollWaits kernel_waits) {
   if (max_events <= 0) return Fail(EINVAL);
   Registry& r = Sets();
-  const WaitBudget budget(timeout_ms, 0);
+  const WaitBudget budget(timeout_ms);
   SpinThenSleep engine(Runtime::Get().config(), timeout_ms);
   for (int round = 0;; ++round) {
     int n = 0;

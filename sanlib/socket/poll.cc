@@ -142,7 +142,7 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
   bool may_move = sort_fds();
   if (sans.empty()) {
     if (!may_move) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
-    const WaitBudget naps(timeout_ms, 0);
+    const WaitBudget naps(timeout_ms);
     for (;;) {
       const int left = naps.remaining_ms();
       const int nap = left < 0 || left > kLateNapMs ? kLateNapMs : left;
@@ -159,7 +159,7 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
     timeout_ms = naps.remaining_ms();
   }
 
-  const WaitBudget budget(timeout_ms, 0);
+  const WaitBudget budget(timeout_ms);
   SpinThenSleep engine(Runtime::Get().config(), timeout_ms);
   for (int round = 0;; ++round) {
     // Look at everything: SAN state directly, kernel fds without waiting.
