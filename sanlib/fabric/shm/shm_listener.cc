@@ -51,15 +51,17 @@ ShmListener::ShmListener(std::string key, UniqueFd sock, UniqueFd epoll, const E
 void ShmListener::ResetBacklog() {
   sock_.reset();  // the queued connections are reset with it, and its fd is free for the new one
   Result<UniqueFd> fresh = ListenRendezvous(key_);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (fresh.ok()) ev.data.fd = fresh->get();
+  if (fresh.ok() && epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fresh->get(), &ev) != 0) {
+    fresh = Status::FromErrno("epoll_ctl(listener)");
+  }
   if (!fresh.ok()) {
     SAN_LOG_WARN("shm rendezvous %s: %s; its clients stay kernel TCP", key_.c_str(),
                  fresh.status().ToString().c_str());
     return;
   }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fresh->get();
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fresh->get(), &ev) != 0) return;
   sock_ = std::move(fresh).value();
   SAN_LOG_INFO("shm rendezvous %s: out of fds to accept with; waiting clients reset to kernel TCP",
                key_.c_str());
