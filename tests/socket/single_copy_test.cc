@@ -337,9 +337,11 @@ TEST(SocketSingleCopy, RefusedMidConnectionFallsBackCleanly) {
     return rc != 0 ? rc : denied ? 0 : kSeccompFailed;
   }));
   uint64_t pos = 0;
+  uint64_t offered_after_decline = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     SCOPED_TRACE(i);
     const uint64_t offered = StatsOf(link.fd).windows_offered;
+    if (i == 3) offered_after_decline = offered;
     std::atomic<bool> ok{false};
     std::thread reader([&] { ok = ReadMessage(link.fd, pos, sizes[i], Shape::kRecv); });
     if (i > 0) {
@@ -356,7 +358,12 @@ TEST(SocketSingleCopy, RefusedMidConnectionFallsBackCleanly) {
   EXPECT_EQ(link.child.WaitCode(10000), 0);
   const proto::StreamStats st = StatsOf(link.fd);
   EXPECT_EQ(st.windows_filled, 1u);  // message 1 only
-  EXPECT_EQ(st.windows_offered, 2u);
+  // Messages 1 and 2 were offered windows. A reader that drains the ring faster than message 0
+  // arrives may offer one more in the middle of it (big messages, nothing queued), which the
+  // sender leaves unused (it does not line up with the stream): seen once in 90 ASan runs. What
+  // must hold is that nothing is offered after the decline.
+  EXPECT_GE(st.windows_offered, 2u);
+  EXPECT_EQ(st.windows_offered, offered_after_decline);
   EXPECT_FALSE(st.single_copy_in);
 }
 
