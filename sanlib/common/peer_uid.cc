@@ -48,22 +48,30 @@ Result<uid_t> LookupPeerUid(const sockaddr_storage& local, const sockaddr_storag
 }
 
 Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_storage& peer) {
-  Endpoint l, p;
-  if (!Reduce(local, &l) || !Reduce(peer, &p) || l.family != p.family) {
-    return Status(EAFNOSUPPORT, "peer uid: addresses");
+  // The peer's socket: its local end is our peer, its remote end is us.
+  Result<TcpSocketFacts> facts = LookupTcpSocket(peer, local);
+  if (!facts.ok()) return facts.status();
+  return facts->uid;
+}
+
+Result<TcpSocketFacts> LookupTcpSocket(const sockaddr_storage& local,
+                                       const sockaddr_storage& remote) {
+  Endpoint bound, connected;
+  if (!Reduce(local, &bound) || !Reduce(remote, &connected) || bound.family != connected.family) {
+    return Status(EAFNOSUPPORT, "TCP socket lookup: addresses");
   }
   // An IPv4-mapped connection lives in the IPv6 table: look it up the way it was made.
-  const int table = local.ss_family;
+  const int table = remote.ss_family;
 
   // Raw system calls throughout: this runs inside sanlib (a move's first step) and in programs
   // that link the compat layer, whose interposed calls have no business with netlink sockets.
   UniqueFd nl(static_cast<int>(
       ::syscall(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)));
-  if (!nl.valid()) return Status::FromErrno("peer uid: socket(NETLINK_SOCK_DIAG)");
+  if (!nl.valid()) return Status::FromErrno("TCP socket lookup: socket(NETLINK_SOCK_DIAG)");
   // Bounded wait for the one answer: the kernel answers at once.
   const timeval wait{1, 0};
   if (::syscall(SYS_setsockopt, nl.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) != 0) {
-    return Status::FromErrno("peer uid: setsockopt(SO_RCVTIMEO)");
+    return Status::FromErrno("TCP socket lookup: setsockopt(SO_RCVTIMEO)");
   }
   struct {
     nlmsghdr nh;
@@ -76,18 +84,17 @@ Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_st
   msg.req.sdiag_family = static_cast<uint8_t>(table);
   msg.req.sdiag_protocol = IPPROTO_TCP;
   msg.req.idiag_states = ~0u;
-  // The socket we want: its local end is our peer, its remote end is us.
-  msg.req.id.idiag_sport = htons(p.port);
-  msg.req.id.idiag_dport = htons(l.port);
+  msg.req.id.idiag_sport = htons(bound.port);
+  msg.req.id.idiag_dport = htons(connected.port);
   msg.req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
   msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
   if (table == AF_INET) {
-    memcpy(msg.req.id.idiag_src, p.bytes, 4);
-    memcpy(msg.req.id.idiag_dst, l.bytes, 4);
+    memcpy(msg.req.id.idiag_src, bound.bytes, 4);
+    memcpy(msg.req.id.idiag_dst, connected.bytes, 4);
   } else {
     // The table's own form of the addresses (mapped stays mapped).
-    const auto* pl = reinterpret_cast<const sockaddr_in6*>(&peer);
-    const auto* ll = reinterpret_cast<const sockaddr_in6*>(&local);
+    const auto* pl = reinterpret_cast<const sockaddr_in6*>(&local);
+    const auto* ll = reinterpret_cast<const sockaddr_in6*>(&remote);
     memcpy(msg.req.id.idiag_src, &pl->sin6_addr, 16);
     memcpy(msg.req.id.idiag_dst, &ll->sin6_addr, 16);
   }
@@ -95,20 +102,20 @@ Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_st
   kernel.nl_family = AF_NETLINK;
   if (::syscall(SYS_sendto, nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel),
                 sizeof kernel) != static_cast<long>(sizeof msg)) {
-    return Status::FromErrno("peer uid: sendto(netlink)");
+    return Status::FromErrno("TCP socket lookup: sendto(netlink)");
   }
   // One answer: the socket (inet_diag_msg) or an error (NLMSG_ERROR, e.g. -ENOENT).
   alignas(nlmsghdr) char buf[8192];
   const long n = ::syscall(SYS_recvfrom, nl.get(), buf, sizeof buf, 0, nullptr, nullptr);
-  if (n < 0 && errno == EAGAIN) return Status(ETIMEDOUT, "peer uid: netlink answer");
-  if (n < 0) return Status::FromErrno("peer uid: recv(netlink)");
+  if (n < 0 && errno == EAGAIN) return Status(ETIMEDOUT, "TCP socket lookup: netlink answer");
+  if (n < 0) return Status::FromErrno("TCP socket lookup: recv(netlink)");
   int len = static_cast<int>(n);
   for (const nlmsghdr* h = reinterpret_cast<const nlmsghdr*>(buf); NLMSG_OK(h, len);
        h = NLMSG_NEXT(h, len)) {
     if (h->nlmsg_type == NLMSG_ERROR) {
       if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) break;
       const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
-      return Status(err->error ? -err->error : ENOENT, "peer uid: inet_diag lookup");
+      return Status(err->error ? -err->error : ENOENT, "TCP socket lookup: inet_diag lookup");
     }
     if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
         h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) {
@@ -116,10 +123,11 @@ Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_st
     }
     const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
     // The kernel matched on the 4-tuple; check it is the one we asked for all the same.
-    if (m->id.idiag_sport != htons(p.port) || m->id.idiag_dport != htons(l.port)) continue;
-    return static_cast<uid_t>(m->idiag_uid);
+    if (m->id.idiag_sport != htons(bound.port) || m->id.idiag_dport != htons(connected.port))
+      continue;
+    return TcpSocketFacts{static_cast<uid_t>(m->idiag_uid), m->idiag_state};
   }
-  return Status(ENOENT, "peer uid: inet_diag lookup");
+  return Status(ENOENT, "TCP socket lookup: inet_diag lookup");
 }
 
 }  // namespace san

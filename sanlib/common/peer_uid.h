@@ -1,6 +1,8 @@
 // Peer uid: which local user owns the other end of a TCP connection of this process. Used by
 // drpcd's Unix-user check (--allow-uid, the alternative to the token), and by the late move to
-// shm when SAN_PEER_USERS restricts which users may be SAN peers (socket/late_upgrade.h).
+// shm when SAN_PEER_USERS restricts which users may be SAN peers (socket/late_upgrade.h). The
+// same lookup tells the connection thread whether a connection it holds a channel for can still
+// be accepted (LookupTcpSocket: its state).
 //
 // SO_PEERCRED exists for Unix sockets only (sanlib's rendezvous checks it), and gRPC only sees a
 // connection's fd. Every SAN connection is also a real kernel TCP
@@ -36,5 +38,15 @@ Result<uid_t> LookupPeerUid(const sockaddr_storage& local, const sockaddr_storag
 // The same lookup for a caller that decided by itself that the peer is on this host (sanlib's
 // local-address cache knows every interface address, not only loopback and our own).
 Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_storage& peer);
+
+// The TCP socket of this host (network namespace) bound to `local` and connected to `remote`:
+// the uid owning it and its state (TCP_ESTABLISHED, TCP_CLOSE_WAIT, ... of netinet/tcp.h; a
+// connection still in a listener's accept queue is found too). ENOENT: there is none.
+struct TcpSocketFacts {
+  uid_t uid;
+  int state;
+};
+Result<TcpSocketFacts> LookupTcpSocket(const sockaddr_storage& local,
+                                       const sockaddr_storage& remote);
 
 }  // namespace san

@@ -33,6 +33,10 @@ Stream::~Stream() {
   if (shared_) munmap(shared_, sizeof(StreamShared));
 }
 
+void Stream::ForgetForkCopy(std::unique_ptr<Stream> copy) {
+  if (copy && copy->endpoint_->provider_kind() != fabric::ProviderKind::kShm) (void)copy.release();
+}
+
 fabric::EndpointAttr Stream::EndpointAttrFor(const StreamParams& params) {
   fabric::EndpointAttr attr;
   attr.recv_depth = params.receive_depth();

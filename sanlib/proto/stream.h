@@ -144,6 +144,14 @@ class Stream {
   // The EndpointAttr a stream with these parameters needs.
   static fabric::EndpointAttr EndpointAttrFor(const StreamParams& params);
   ~Stream();
+  // A fork child's copy of a stream its parent owns (a channel filed at the connection thread, a
+  // connection closing in the close thread, a late move under way): a shm stream is destroyed,
+  // which closes the child's copies of its fds and unmaps its copies of the memory and touches
+  // nothing shared, so the parent's connection carries on -- and its peer still sees the parent's
+  // death, which a copy of the rendezvous socket held open by a long-lived child would hide. A
+  // verbs stream's objects name the parent's device resources, which a child must not destroy:
+  // left as they are.
+  static void ForgetForkCopy(std::unique_ptr<Stream> copy);
 
   // Moves the stream to another process: packs it (under its lock) into `out`. Afterwards this
   // object must only be destroyed; the importer carries on. ENOTSUP unless the provider can move

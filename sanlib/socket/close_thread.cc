@@ -82,11 +82,11 @@ size_t CloseThread::closing_count() {
 }
 
 void CloseThread::AfterForkChild() {
-  // The parent's thread owns the closing connections; the child must not touch them (their
-  // streams are the parent's business, and the child's copies of the objects are just memory).
+  // The parent's thread owns the closing connections; the child must not act on them (their
+  // streams are the parent's business): it drops its copies of their fds and mappings.
   running_ = false;
   for (auto& c : closing_) {
-    (void)c.stream.release();
+    proto::Stream::ForgetForkCopy(std::move(c.stream));
     c.kernel_fd.reset();
   }
   closing_.clear();

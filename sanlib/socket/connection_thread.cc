@@ -4,6 +4,7 @@
 
 #include "sanlib/common/fd_placement.h"
 
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/peer_uid.h"
 #include "sanlib/socket/late_upgrade.h"
 #include "sanlib/socket/socket_ops.h"
 
@@ -296,7 +298,7 @@ void ConnectionThread::AfterForkChild() {
   service_.Close();  // the parent's name: the child answers under its own pid once it starts
   served_.clear();
   handshakes_.clear();
-  for (auto& p : pending_) (void)p.stream.release();  // the parent owns these channels
+  for (auto& p : pending_) proto::Stream::ForgetForkCopy(std::move(p.stream));  // the parent's
   // The parent's Claims waiting on it are counted in the child's copy: a fresh one.
   new (&settled_) std::condition_variable();
   pending_.clear();
@@ -320,9 +322,26 @@ void ConnectionThread::DropBrokenLocked() {
                          return true;
                        }
                        if (!p.stream->endpoint().broken()) return false;
-                       return p.stream->Available() == 0 && !p.stream->GetReadiness().peer_closed;
+                       if (p.stream->Available() == 0 && !p.stream->GetReadiness().peer_closed) {
+                         return true;
+                       }
+                       return !StillAcceptable(p, now);
                      }),
       pending_.end());
+}
+
+bool ConnectionThread::StillAcceptable(Pending& p, uint64_t now) {
+  // A finished exchange is kept only while its connection can still be accepted: while the
+  // kernel holds it in an accept queue (established, or closed by the client). A process that
+  // accepted it and died before claiming the channel (a prefork worker killed) took the
+  // connection with it, and nobody will ever claim the channel: it is dropped. Looked at every
+  // kAcceptableCheckMs, not at each pass.
+  if (now < p.next_acceptable_check_ns) return true;
+  p.next_acceptable_check_ns = now + kAcceptableCheckMs * 1000000;
+  Result<TcpSocketFacts> server_end = LookupTcpSocket(p.tuple.server, p.tuple.client);
+  if (!server_end.ok()) return server_end.status().code() != ENOENT;  // unknown: kept
+  const int state = server_end->state;
+  return state == TCP_ESTABLISHED || state == TCP_CLOSE_WAIT || state == TCP_SYN_RECV;
 }
 
 void* ConnectionThread::Main(void* self) {

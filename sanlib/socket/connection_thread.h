@@ -145,7 +145,13 @@ class ConnectionThread {
     // take it, until the grace period ends.
     uint64_t orphaned_ns = 0;
     bool late = false;  // filed without a WAKEUP (AddListener)
+    // Its client is gone with an exchange left to deliver: when to ask the kernel again whether
+    // its connection can still be accepted (StillAcceptable).
+    uint64_t next_acceptable_check_ns = 0;
   };
+  static constexpr uint64_t kAcceptableCheckMs = 200;
+  // Whether a pending channel whose client is gone can still be claimed (mu_ held).
+  static bool StillAcceptable(Pending& p, uint64_t now);
 
   static void* Main(void* self);
   void Run();

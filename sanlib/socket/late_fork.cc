@@ -61,11 +61,12 @@ void AfterLateFork(bool child) {
     }
     Runtime::Get().table().ForEach([](SanSocket* s) {
       if (!LatePending(*s) || IsKept(s)) return;
-      // Only marked: what the set-up made (a stream, a listener) is the parent's to use or end.
+      // Only marked: what the set-up made (a stream, a listener) is the parent's to use or end;
+      // the child drops its copy of the stream's fds and mappings.
       LateUpgrade& u = *s->late;
       s->late_pending.store(false, std::memory_order_release);
       u.phase.store(LatePhase::kFailed);
-      (void)u.stream.release();
+      proto::Stream::ForgetForkCopy(std::move(u.stream));
       u.token = 0;
     });
   }

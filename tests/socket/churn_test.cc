@@ -3,13 +3,10 @@
 // the default eager set-up), and afterwards nothing left behind: no segment (memfd), no fd, no
 // thread, no abstract socket beyond the listener's rendezvous, and the listener's rendezvous gone
 // once it is closed. A figure of how fast is bench/conn's job, not this test's.
-#include <dirent.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,50 +20,6 @@ namespace {
 
 constexpr int kClients = 4;
 constexpr int kPerClient = 500;
-
-int CountEntries(const char* dir) {
-  DIR* d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
-
-// The process's open fds (the listing's own fd excluded) and threads.
-int OpenFds() { return CountEntries("/proc/self/fd") - 1; }
-int Threads() { return CountEntries("/proc/self/task"); }
-
-// Abstract unix sockets of sanlib's shm provider held by this process (other tests may run at
-// the same time in this network namespace: only our own fds' sockets count).
-int SanRendezvousSockets() {
-  std::set<unsigned long> ours;
-  DIR* d = opendir("/proc/self/fd");
-  while (dirent* e = readdir(d)) {
-    char target[64];
-    const ssize_t n =
-        readlink(("/proc/self/fd/" + std::string(e->d_name)).c_str(), target, sizeof target - 1);
-    unsigned long inode = 0;
-    if (n > 0 && (target[n] = '\0', std::sscanf(target, "socket:[%lu]", &inode) == 1)) {
-      ours.insert(inode);
-    }
-  }
-  closedir(d);
-  std::ifstream in("/proc/net/unix");
-  std::string line;
-  std::getline(in, line);  // header
-  int count = 0;
-  while (std::getline(in, line)) {
-    // Num RefCount Protocol Flags Type St Inode Path
-    unsigned long inode = 0;
-    char path[256] = "";
-    if (std::sscanf(line.c_str(), "%*s %*s %*s %*s %*s %*s %lu %255s", &inode, path) == 2 &&
-        std::strncmp(path, "@sanlib/shm/", 12) == 0 && ours.count(inode)) {
-      ++count;
-    }
-  }
-  return count;
-}
 
 TEST(Churn, ThousandsOfShortConnectionsLeaveNothingBehind) {
   Watchdog watchdog(120);

@@ -1,7 +1,7 @@
-// Helpers for the multi-process socket tests (fork_test.cc, robustness_test.cc): the forked
-// children of support/child.h (always reaped, always bounded in time), SAN listeners/clients on
-// loopback, a stream pattern that a receiver can verify position by position, and views of /proc
-// that show which segments and rendezvous sockets a process still holds.
+// Helpers for the multi-process socket tests (fork, robustness, churn, chaos): the forked children
+// of support/child.h (always reaped, always bounded in time), SAN listeners/clients on loopback, a
+// stream pattern that a receiver can verify position by position, and views of /proc that show
+// which segments, fds, threads and rendezvous sockets a process still holds.
 //
 // Every wait here has a deadline. A Watchdog ends the whole test process if a test body itself
 // hangs (a blocking san_* call that never returns).
@@ -285,6 +285,52 @@ inline int CountUnixSockets(const std::string& path, bool listening_only) {
     if (fields < 8 || path != path_buf) continue;
     if (listening_only && !(flags & 0x10000)) continue;  // __SO_ACCEPTCON
     ++count;
+  }
+  return count;
+}
+
+// Entries of a /proc directory (not "." and ".."), -1 if it cannot be read.
+inline int CountEntries(const char* dir) {
+  DIR* d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+// The process's open fds (the listing's own fd excluded) and threads.
+inline int OpenFds() { return CountEntries("/proc/self/fd") - 1; }
+inline int Threads() { return CountEntries("/proc/self/task"); }
+
+// Abstract unix sockets of sanlib's shm provider held by this process (other tests may run at
+// the same time in this network namespace: only our own fds' sockets count).
+inline int SanRendezvousSockets() {
+  std::set<unsigned long> ours;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    char target[64];
+    const ssize_t n =
+        readlink(("/proc/self/fd/" + std::string(e->d_name)).c_str(), target, sizeof target - 1);
+    unsigned long inode = 0;
+    if (n > 0 && (target[n] = '\0', std::sscanf(target, "socket:[%lu]", &inode) == 1)) {
+      ours.insert(inode);
+    }
+  }
+  closedir(d);
+  std::ifstream in("/proc/net/unix");
+  std::string line;
+  std::getline(in, line);  // header
+  int count = 0;
+  while (std::getline(in, line)) {
+    // Num RefCount Protocol Flags Type St Inode Path
+    unsigned long inode = 0;
+    char path[256] = "";
+    if (std::sscanf(line.c_str(), "%*s %*s %*s %*s %*s %*s %lu %255s", &inode, path) == 2 &&
+        std::strncmp(path, "@sanlib/shm/", 12) == 0 && ours.count(inode)) {
+      ++count;
+    }
   }
   return count;
 }

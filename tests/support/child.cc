@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +27,15 @@ int Child::Wait(int timeout_ms) {
   status_ = WaitOrKill(pid_, timeout_ms, false);
   pid_ = -1;
   return status_;
+}
+
+bool Child::Exited() {
+  if (pid_ <= 0) return true;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  status_ = status;
+  pid_ = -1;
+  return true;
 }
 
 int Child::Code(int status) { return ExitCode(status); }

@@ -61,6 +61,9 @@ class Child {
   // Exit code, or 128 + signal, or -1 on timeout.
   int WaitCode(int timeout_ms) { return Code(Wait(timeout_ms)); }
   static int Code(int status);
+  // Without waiting: true if the child has ended (and is reaped: status() says how).
+  bool Exited();
+  int status() const { return status_; }
   // SIGKILL and reap (nothing if it was reaped already).
   void Kill();
 
