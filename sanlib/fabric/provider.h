@@ -192,7 +192,10 @@ class Endpoint {
   virtual Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) = 0;
   // Server side (from Listener::GetRequest), after the initial receives are posted.
   virtual Status Accept() = 0;
-  virtual Status Reject() = 0;
+  // Refuses the request; the client's Connect fails with `error` (ECONNREFUSED: refused; EDQUOT:
+  // the listener's process has no fds to spare for a channel, socket/fd_budget.h) where the
+  // provider can say why (shm), ECONNREFUSED otherwise.
+  virtual Status Reject(int error) = 0;
   // Server side, for a caller that serves many handshakes at once (the socket layer's connection
   // thread): BeginAccept answers the request without waiting for the client's last message;
   // FinishAccept then says whether the connection is established (true), not yet (false: call

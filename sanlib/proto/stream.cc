@@ -27,10 +27,13 @@ size_t Round64(size_t n) { return (n + 63) & ~size_t{63}; }
 
 Stream::Stream(std::unique_ptr<fabric::Endpoint> endpoint, uint32_t caps,
                const StreamParams& params)
-    : endpoint_(std::move(endpoint)), caps_(caps), params_(params) {}
+    : endpoint_(std::move(endpoint)), caps_(caps), params_(params) {
+  live_.fetch_add(1, std::memory_order_relaxed);
+}
 
 Stream::~Stream() {
   if (shared_) munmap(shared_, sizeof(StreamShared));
+  live_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Stream::ForgetForkCopy(std::unique_ptr<Stream> copy) {

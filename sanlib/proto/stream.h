@@ -282,6 +282,8 @@ class Stream {
 
   fabric::Endpoint& endpoint() { return *endpoint_; }
   const StreamParams& params() const { return params_; }
+  // Streams that exist in this process (each holds its endpoint's fds: socket/fd_budget.h).
+  static size_t live() { return live_.load(std::memory_order_relaxed); }
 
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -297,6 +299,7 @@ class Stream {
   fabric::MemoryRegion recv_region_;
   fabric::MemoryRegion staging_region_;
   std::atomic<bool> timer_armed_{false};
+  static inline std::atomic<size_t> live_{0};
 };
 
 }  // namespace san::proto

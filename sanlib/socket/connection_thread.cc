@@ -18,6 +18,7 @@
 #include "sanlib/common/clock.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/peer_uid.h"
+#include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/late_upgrade.h"
 #include "sanlib/socket/socket_ops.h"
 
@@ -463,7 +464,7 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
     if (!tuple.ok() ||
         (!late && reinterpret_cast<const sockaddr_in&>(tuple->server).sin_port != listen_port)) {
       SAN_LOG_WARN("rendezvous on fd %d: malformed or misdirected request", listen_fd);
-      endpoint->Reject();
+      endpoint->Reject(ECONNREFUSED);
       continue;
     }
     if (late) {
@@ -472,9 +473,15 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       UniqueFd proof = endpoint->TakeProof();
       if (!proof.valid() || !HoldsConnection(proof.get(), tuple->client, tuple->server)) {
         SAN_LOG_INFO("private rendezvous: a request without proof of its connection, refused");
-        endpoint->Reject();
+        endpoint->Reject(ECONNREFUSED);
         continue;
       }
+    }
+    if (std::string why; !ChannelFitsFdBudget(&why)) {
+      // The client stays kernel TCP and says why (EDQUOT: socket_ops.cc Connect).
+      SAN_LOG_INFO("rendezvous on fd %d: request refused: %s", listen_fd, why.c_str());
+      endpoint->Reject(EDQUOT);
+      continue;
     }
     Result<std::unique_ptr<proto::Stream>> stream =
         proto::Stream::Create(std::move(endpoint), caps, params);
@@ -493,7 +500,7 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       // A late listener closed meanwhile (CloseLateListener) took its last channel already: a
       // client accepted now would switch to a channel nobody claims.
       if (mine >= kMaxPendingPerListener || (late && served == served_.end())) {
-        s->endpoint().Reject();
+        s->endpoint().Reject(ECONNREFUSED);
         continue;
       }
       // Filed before Accept: once the client hears "accepted" it may connect over TCP at once

@@ -16,6 +16,7 @@
 #include "sanlib/common/peer_uid.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/socket/drive.h"
+#include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/iov_remainder.h"
 #include "sanlib/socket/kernel.h"
 #include "sanlib/socket/late_fork.h"
@@ -246,6 +247,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
       if (std::string why; !PeerUserAllowed(u, &why)) return FailLocked(s, u, why);
+      if (std::string why; !ChannelFitsFdBudget(&why)) return FailLocked(s, u, why);
       u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
         u.phase.store(LatePhase::kConnecting);

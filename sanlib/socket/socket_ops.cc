@@ -14,6 +14,7 @@
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/log.h"
 #include "sanlib/proto/wire.h"
+#include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/kernel.h"
 #include "sanlib/socket/rendezvous_owner.h"
 #include "sanlib/socket/runtime.h"
@@ -221,9 +222,10 @@ int RetryAfterFreeingFds(const char* what, Call call) {
     errno = EMFILE;
     return -1;
   }
-  SAN_LOG_WARN("%s: out of fds (EMFILE): closed the SAN rendezvous of %zu listening socket(s) to "
-               "make room; their new connections are kernel TCP",
-               what, released);
+  SAN_LOG_WARN(
+      "%s: out of fds (EMFILE): closed the SAN rendezvous of %zu listening socket(s) to "
+      "make room; their new connections are kernel TCP",
+      what, released);
   return call();
 }
 
@@ -338,6 +340,7 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
     provider = nullptr;
     reason = "not moved to shm yet (late set-up)";
   }
+  if (provider && !ChannelFitsFdBudget(&reason)) provider = nullptr;
   if (provider) {
     Result<std::unique_ptr<proto::Stream>> r = SetUpChannel(*s, *provider, addr, len);
     if (r.ok()) {
@@ -349,6 +352,8 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
           "the peer's SAN listener runs as another user: kernel TCP until the connection has "
           "lived SAN_UPGRADE_DELAY_US, then shm (proved by the TCP connection itself) if "
           "SAN_PEER_USERS at both ends allows";
+    } else if (r.status().code() == EDQUOT) {
+      reason = "no SAN channel: the peer's SAN channels hold a quarter of its fd limit";
     } else if (r.status().code() == ECONNREFUSED) {
       reason = "no SAN listener at the peer (plain TCP server)";
       if (provider->kind() != fabric::ProviderKind::kShm) {

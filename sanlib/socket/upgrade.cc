@@ -106,7 +106,7 @@ Result<std::unique_ptr<proto::Stream>> ServeChannel(int fd, fabric::Provider& pr
       Result<proto::FourTuple> tuple = proto::DecodeConnectRequest(request.value()->peer_data());
       if (!tuple.ok() || !proto::SameAddress(tuple->client, own.server) ||
           !proto::SameAddress(tuple->server, own.client)) {
-        request.value()->Reject();  // not our peer: keep waiting for the right one
+        request.value()->Reject(ECONNREFUSED);  // not our peer: keep waiting for the right one
         continue;
       }
       Result<std::unique_ptr<proto::Stream>> stream =

@@ -120,7 +120,7 @@ TEST_P(ProviderConformance, RejectGivesConnRefused) {
   std::thread t([&] { status = client.value()->Connect(testing::Sa(addr), sizeof(addr), {}); });
   auto server = testing::WaitRequest(listener->get());
   ASSERT_TRUE(server.ok());
-  EXPECT_TRUE(server.value()->Reject().ok());
+  EXPECT_TRUE(server.value()->Reject(ECONNREFUSED).ok());
   t.join();
   EXPECT_EQ(status.code(), ECONNREFUSED) << status.ToString();
 }

@@ -415,11 +415,11 @@ Status ShmEndpoint::Accept() {
   return Status::Ok();
 }
 
-Status ShmEndpoint::Reject() {
+Status ShmEndpoint::Reject(int error) {
   if (parts_.side != Side::kServer || local_->connected.load(std::memory_order_relaxed) != 0) {
     return Status(EINVAL, "Reject");
   }
-  ReplyMessage reply{kRendezvousMagic, ECONNREFUSED, 0};
+  ReplyMessage reply{kRendezvousMagic, error != 0 ? error : ECONNREFUSED, 0};
   Status s = SendMessage(parts_.rendezvous.get(), &reply, sizeof(reply), nullptr, 0);
   Break(ECONNREFUSED);
   return s;

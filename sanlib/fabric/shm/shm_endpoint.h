@@ -67,7 +67,7 @@ class ShmEndpoint final : public Endpoint {
   void ClearNotify() override;
   Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;
   Status Accept() override;
-  Status Reject() override;
+  Status Reject(int error) override;
   const ConnectData& peer_data() const override { return parts_.peer_data; }
   void Disconnect() override;
   bool broken() const override;

@@ -670,7 +670,7 @@ Result<bool> VerbsEndpoint::FinishAccept() {
   return true;
 }
 
-Status VerbsEndpoint::Reject() {
+Status VerbsEndpoint::Reject(int /*error*/) {  // rdma_reject carries no reason: ECONNREFUSED
   if (InChild()) return Status(ECONNRESET, "verbs Reject (fork child)");
   if (state_ != State::kRequested) return Status(EINVAL, "verbs Reject");
   state_ = State::kFailed;

@@ -83,7 +83,7 @@ class VerbsEndpoint final : public Endpoint {
   void ClearNotify() override;
   Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;
   Status Accept() override;
-  Status Reject() override;
+  Status Reject(int error) override;
   // rdma_accept now; FinishAccept looks (without blocking) for ESTABLISHED, the client's RTU,
   // and gives ETIMEDOUT once the set-up limit has passed.
   Status BeginAccept() override;

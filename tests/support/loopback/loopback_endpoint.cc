@@ -300,10 +300,10 @@ Status LoopbackEndpoint::AnswerAccept() {
   return Status::Ok();
 }
 
-Status LoopbackEndpoint::Reject() {
+Status LoopbackEndpoint::Reject(int error) {
   std::lock_guard<std::mutex> lock(link_->mu);
   if (side_ != 1 || link_->verdict != -1) return Status(EINVAL, "Reject");
-  link_->verdict = ECONNREFUSED;
+  link_->verdict = error != 0 ? error : ECONNREFUSED;
   BreakLocked(ECONNREFUSED);
   link_->verdict_cv.notify_all();
   return Status::Ok();

@@ -42,7 +42,7 @@ class LoopbackEndpoint final : public Endpoint {
   void ClearNotify() override;
   Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;
   Status Accept() override;
-  Status Reject() override;
+  Status Reject(int error) override;
   Status BeginAccept() override;
   Result<bool> FinishAccept() override;
   const ConnectData& peer_data() const override { return peer_data_; }

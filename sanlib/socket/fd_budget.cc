@@ -1,0 +1,21 @@
+#include "sanlib/socket/fd_budget.h"
+
+#include <sys/resource.h>
+
+#include "sanlib/proto/stream.h"
+
+namespace san {
+
+bool ChannelFitsFdBudget(std::string* why) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
+  const size_t held = proto::Stream::live() * kFdsPerChannel;
+  const size_t budget = static_cast<size_t>(limit.rlim_cur / 4);
+  if (held + kFdsPerChannel <= budget) return true;
+  *why = "no SAN channel: this process's SAN channels hold " + std::to_string(held) +
+         " fds, a quarter of its fd limit (" + std::to_string(limit.rlim_cur) +
+         "): kernel TCP keeps the rest for the program";
+  return false;
+}
+
+}  // namespace san

@@ -1,0 +1,30 @@
+// The fd budget of SAN channels: sanlib does not make a process run out of fds.
+//
+// A channel holds kFdsPerChannel fds in each process it joins (shm: the segment's memfd, two
+// doorbells, the rendezvous socket, an epoll set; a settled socket's fork-holder pipe), beside
+// the kernel socket the program has anyway. With 10,000 connections between two processes that
+// is 70,000 fds each: under a limit of 20,000 the program's own socket() failed with EMFILE after
+// some 2,800 connections, where kernel TCP alone held all 10,000 (conn-bench hold, eager).
+// So a new channel is made only while the process's channels hold less than a quarter of its fd
+// limit (RLIMIT_NOFILE, read at each check: programs raise it as they start, as nginx's
+// worker_rlimit_nofile does); past it a connection is kernel TCP with the reason, and three
+// quarters of the limit stay the program's. What is not covered: a program that by itself uses
+// more than three quarters of its limit can still meet EMFILE sooner than without sanlib (by
+// the channels' fds, at most a quarter); its socket() and accept() then release sanlib's
+// rendezvous first (socket_ops.cc RetryAfterFreeingFds).
+//
+// Thread-safety: stateless (the count is proto::Stream::live()); two threads may both pass the
+// check for the last channel that fits, which the quarter's margin absorbs.
+#pragma once
+
+#include <string>
+
+namespace san {
+
+constexpr size_t kFdsPerChannel = 7;
+
+// True if one more channel fits in this process's budget; otherwise false with the reason (the
+// socket's fallback reason).
+bool ChannelFitsFdBudget(std::string* why);
+
+}  // namespace san
