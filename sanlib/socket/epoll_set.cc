@@ -179,14 +179,10 @@ int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
   std::vector<Candidate> candidates;
   {
     std::lock_guard<std::mutex> lock(set->mu_);
-    const std::vector<std::pair<uint64_t, size_t>>& by_data = set->PendingByDataLocked();
     for (int i = 0; i < n; ++i) {
-      const uint64_t key = events[i].data.u64;
-      auto at = std::lower_bound(by_data.begin(), by_data.end(), key,
-                                 [](const auto& e, uint64_t k) { return e.first < k; });
-      if (at == by_data.end() || at->first != key) continue;
-      if (at + 1 != by_data.end() && (at + 1)->first == key) continue;  // shared data
-      const Member& m = set->members_[at->second];
+      const Member* found = set->PendingWithDataLocked(events[i].data.u64, n);
+      if (!found) continue;
+      const Member& m = *found;
       if (Table().Find(m.fd) != m.socket || m.socket->id != m.socket_id ||
           !SanlibCarries(*m.socket)) {
         continue;
@@ -276,6 +272,28 @@ void EpollSet::Forget(int epfd) {
   delete r.sets.Remove(epfd);
 }
 
+const EpollSet::Member* EpollSet::PendingWithDataLocked(uint64_t data, int lookups) {
+  // A few events against a set that changed since the index was built (a stream of short
+  // connections changes it at every accept and close): a scan costs less than rebuilding and
+  // sorting the index each time.
+  if (pending_index_dirty_ &&
+      static_cast<size_t>(lookups) * members_.size() <= kScanInsteadOfIndex) {
+    const Member* found = nullptr;
+    for (const Member& m : members_) {
+      if (!m.pending || m.data.u64 != data) continue;
+      if (found) return nullptr;  // shared data
+      found = &m;
+    }
+    return found;
+  }
+  const std::vector<std::pair<uint64_t, size_t>>& by_data = PendingByDataLocked();
+  auto at = std::lower_bound(by_data.begin(), by_data.end(), data,
+                             [](const auto& e, uint64_t k) { return e.first < k; });
+  if (at == by_data.end() || at->first != data) return nullptr;
+  if (at + 1 != by_data.end() && (at + 1)->first == data) return nullptr;  // shared data
+  return &members_[at->second];
+}
+
 const std::vector<std::pair<uint64_t, size_t>>& EpollSet::PendingByDataLocked() {
   if (pending_index_dirty_) {
     pending_by_data_.clear();
@@ -340,14 +358,21 @@ void EpollSet::AddMemberLocked(Member m) {
 }
 
 void EpollSet::DropFdLocked(int fd, bool live) {
-  MemberLeftLocked();
-  members_.erase(std::remove_if(members_.begin(), members_.end(),
-                                [&](Member& m) {
-                                  if (m.fd != fd) return false;
-                                  if (live) UnwatchLocked(m);
-                                  return true;
-                                }),
-                 members_.end());
+  Member* m = FindLocked(fd);
+  if (!m) return;
+  if (live) UnwatchLocked(*m);
+  // The last member takes its place (the order of members_ means nothing; a scan's fairness
+  // comes from next_): the fd index stays current with one update, not a rebuild of the whole
+  // map at the next look-up -- under a stream of short connections every close dropped a member,
+  // and every epoll_ctl after it rebuilt the index.
+  const size_t at = static_cast<size_t>(m - members_.data());
+  fd_index_.erase(fd);
+  if (at + 1 != members_.size()) {
+    members_[at] = members_.back();
+    fd_index_[members_[at].fd] = at;
+  }
+  members_.pop_back();
+  CountsChangedLocked();
   PublishSizesLocked();
 }
 

@@ -152,7 +152,8 @@ class EpollSet {
   void PublishSizesLocked();
   // A member joined, or stopped being pending: the pending index and the counts are stale.
   void CountsChangedLocked() { pending_index_dirty_ = sizes_dirty_ = true; }
-  // A member left: the fd index is stale too (members after it moved down).
+  // Members left in bulk (RefreshLocked): the fd index is stale too (members after them moved
+  // down). One member leaving (DropFdLocked) keeps the index current.
   void MemberLeftLocked() {
     CountsChangedLocked();
     fd_index_dirty_ = true;
@@ -160,11 +161,16 @@ class EpollSet {
   // Pending members as (registered data, index in members_), sorted, for SettleKernelEvents:
   // rebuilt after members_ changed (mu_ held).
   const std::vector<std::pair<uint64_t, size_t>>& PendingByDataLocked();
+  // The pending member registered with `data`, or null if none or several are (mu_ held), for
+  // one of `lookups` events: by a scan of members_ while the index is stale and the scans cost
+  // less than kScanInsteadOfIndex member looks, else by the index.
+  const Member* PendingWithDataLocked(uint64_t data, int lookups);
+  static constexpr size_t kScanInsteadOfIndex = 4096;
   std::vector<Member> members_;
   std::vector<std::pair<uint64_t, size_t>> pending_by_data_;
   bool pending_index_dirty_ = true;
   // fd -> index in members_, for FindLocked (an event loop's epoll_ctl per request on a set of
-  // thousands); rebuilt after members_ lost a member, extended when it gains one.
+  // thousands); kept current as members come and go one by one, rebuilt after a bulk removal.
   std::unordered_map<int, size_t> fd_index_;
   bool fd_index_dirty_ = false;
   bool sizes_dirty_ = false;
