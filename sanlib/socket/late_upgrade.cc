@@ -433,9 +433,21 @@ ssize_t ReadKernel(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt, i
   }
   const bool peek = flags & MSG_PEEK;
   char wake;
-  std::vector<iovec> v = Limited(iov, iovcnt, limit);
-  if (end && u.consumed == *end) v.assign(1, iovec{&wake, 1});  // only the wake byte is left
-  ssize_t n = kernel::recvv(s.fd, v.data(), v.size(), (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+  iovec wake_only{&wake, 1};
+  // The caller's iovec as it is until the peer's count is known (every read of a connection that
+  // is not moving: no copy, no allocation); cut to the count once it is.
+  std::vector<iovec> limited;
+  const iovec* v = iov;
+  size_t count = static_cast<size_t>(iovcnt);
+  if (end && u.consumed == *end) {
+    v = &wake_only;  // only the wake byte is left
+    count = 1;
+  } else if (end) {
+    limited = Limited(iov, iovcnt, limit);
+    v = limited.data();
+    count = limited.size();
+  }
+  ssize_t n = kernel::recvv(s.fd, v, count, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
   if (n == 0) *eof = true;
   if (n <= 0) return n;
   if (!end) end = PeerEnd(u, s);  // the wake byte may be what woke us

@@ -275,14 +275,6 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   SanSocket* s = Track(nfd, flags & SOCK_NONBLOCK);
   if (!s) return nfd;
   std::unique_ptr<proto::Stream> stream;
-  std::string reason = "peer did not set up a SAN channel (not a sanlib client, or not local)";
-  // This side has no SAN at all (SAN_PROVIDER=off, no provider): that is the reason, as on the
-  // client side (docs/sockets.md, fallback reasons).
-  std::string no_san;
-  if (!rt.SanEnabled(&no_san)) reason = no_san;
-  if (rt.connections().released_for_fds()) {
-    reason = "no SAN channel: this process ran out of fds (EMFILE) and closed its SAN rendezvous";
-  }
   const sockaddr_storage peer =
       proto::CanonicalAddress(reinterpret_cast<sockaddr*>(&from), from_len);
   // No process serves a rendezvous for this socket (SAN_SETUP=late on this host, or nobody took
@@ -311,13 +303,21 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
       return -1;
     }
   }
-  // A candidate for the late move says so: whatever the client is, the move will tell.
+  // A candidate for the late move says so: whatever the client is, the move will tell. (The
+  // reason is made once, for a TCP connection only: a short connection's accept is hot.)
   fabric::Provider* late = stream ? nullptr : LateProviderFor(peer);
+  std::string reason;
   if (late) {
     reason = rt.config().late_setup
                  ? "not moved to shm yet (late set-up)"
                  : "peer did not set up a SAN channel (plain TCP, late set-up or other "
                    "user): may move to shm later";
+  } else if (!stream && rt.connections().released_for_fds()) {
+    reason = "no SAN channel: this process ran out of fds (EMFILE) and closed its SAN rendezvous";
+  } else if (!stream && rt.SanEnabled(&reason)) {
+    // This side has SAN (otherwise SanEnabled gave the reason, SAN_PROVIDER=off or no
+    // provider, as on the client side: docs/sockets.md, fallback reasons).
+    reason = "peer did not set up a SAN channel (not a sanlib client, or not local)";
   }
   Settle(*s, std::move(stream), std::move(reason));
   if (late) ConsiderLateUpgrade(*s, false, peer, late);
