@@ -41,7 +41,8 @@ Result<uid_t> LookupPeerUidHere(const sockaddr_storage& local, const sockaddr_st
 
 // The TCP socket of this host (network namespace) bound to `local` and connected to `remote`:
 // the uid owning it and its state (TCP_ESTABLISHED, TCP_CLOSE_WAIT, ... of netinet/tcp.h; a
-// connection still in a listener's accept queue is found too). ENOENT: there is none.
+// connection still in a listener's accept queue is found too, and so is a dual-stack socket's
+// connection with an IPv4 peer, by its unmapped IPv4 addresses). ENOENT: there is none.
 struct TcpSocketFacts {
   uid_t uid;
   int state;

@@ -331,23 +331,6 @@ void ConnectionThread::DropBrokenLocked() {
       pending_.end());
 }
 
-namespace {
-
-// ::ffff:a.b.c.d, the form an IPv4 peer of an IPv6 socket has.
-sockaddr_storage Ipv4Mapped(const sockaddr_storage& v4) {
-  const auto& in = reinterpret_cast<const sockaddr_in&>(v4);
-  sockaddr_storage out{};
-  auto& in6 = reinterpret_cast<sockaddr_in6&>(out);
-  in6.sin6_family = AF_INET6;
-  in6.sin6_port = in.sin_port;
-  in6.sin6_addr.s6_addr[10] = 0xff;
-  in6.sin6_addr.s6_addr[11] = 0xff;
-  std::memcpy(&in6.sin6_addr.s6_addr[12], &in.sin_addr, 4);
-  return out;
-}
-
-}  // namespace
-
 bool ConnectionThread::StillAcceptable(Pending& p, uint64_t now) {
   // A finished exchange is kept only while its connection can still be accepted: while the
   // kernel holds it in an accept queue (established, or closed by the client). A process that
@@ -356,13 +339,8 @@ bool ConnectionThread::StillAcceptable(Pending& p, uint64_t now) {
   // kAcceptableCheckMs, not at each pass.
   if (now < p.next_acceptable_check_ns) return true;
   p.next_acceptable_check_ns = now + kAcceptableCheckMs * 1000000;
+  // (An IPv4 client of a dual-stack listener is found by these unmapped addresses too.)
   Result<TcpSocketFacts> server_end = LookupTcpSocket(p.tuple.server, p.tuple.client);
-  if (!server_end.ok() && server_end.status().code() == ENOENT &&
-      p.tuple.server.ss_family == AF_INET) {
-    // An IPv4 client of a dual-stack listener: the kernel keeps the connection in its IPv6 table,
-    // under the IPv4-mapped addresses (the tuple holds them unmapped).
-    server_end = LookupTcpSocket(Ipv4Mapped(p.tuple.server), Ipv4Mapped(p.tuple.client));
-  }
   if (!server_end.ok()) return server_end.status().code() != ENOENT;  // unknown: kept
   const int state = server_end->state;
   return state == TCP_ESTABLISHED || state == TCP_CLOSE_WAIT || state == TCP_SYN_RECV;

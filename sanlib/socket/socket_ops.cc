@@ -222,10 +222,9 @@ int RetryAfterFreeingFds(const char* what, Call call) {
     errno = EMFILE;
     return -1;
   }
-  SAN_LOG_WARN(
-      "%s: out of fds (EMFILE): closed the SAN rendezvous of %zu listening socket(s) to "
-      "make room; their new connections are kernel TCP",
-      what, released);
+  SAN_LOG_WARN("%s: out of fds (EMFILE): closed the SAN rendezvous of %zu listening socket(s) to "
+               "make room; their new connections are kernel TCP",
+               what, released);
   return call();
 }
 

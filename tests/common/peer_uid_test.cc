@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -92,6 +93,36 @@ void LookupOverLoopback(int family, const char* addr) {
 
 TEST(PeerUid, LookupFindsTheOwnerOfALoopbackPeerV4) { LookupOverLoopback(AF_INET, "127.0.0.1"); }
 TEST(PeerUid, LookupFindsTheOwnerOfALoopbackPeerV6) { LookupOverLoopback(AF_INET6, "::1"); }
+
+// An IPv4 client of a dual-stack listener ([::], IPV6_V6ONLY off): the server's end is an IPv6
+// socket whose peer is ::ffff:127.0.0.1, while sanlib names the connection by its unmapped
+// (canonical) IPv4 addresses. The lookup by those finds it, established, still in the accept
+// queue: the connection thread's check of a channel whose client is gone relies on it.
+TEST(PeerUid, LookupFindsADualStackConnectionByItsIpv4Addresses) {
+  UniqueFd listener(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener.valid());
+  const int off = 0;
+  ASSERT_EQ(setsockopt(listener.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off), 0);
+  sockaddr_storage any = V6("::", 0);
+  if (bind(listener.get(), reinterpret_cast<sockaddr*>(&any), sizeof(sockaddr_in6)) != 0) {
+    GTEST_SKIP() << "no IPv6 here";
+  }
+  ASSERT_EQ(listen(listener.get(), 1), 0);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &len), 0);
+  const uint16_t port = ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  UniqueFd client(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_storage server = V4("127.0.0.1", port);
+  ASSERT_EQ(connect(client.get(), reinterpret_cast<sockaddr*>(&server), sizeof(sockaddr_in)), 0);
+  sockaddr_storage client_addr{};
+  len = sizeof client_addr;
+  ASSERT_EQ(getsockname(client.get(), reinterpret_cast<sockaddr*>(&client_addr), &len), 0);
+  // Still in the accept queue: the server's end of the connection.
+  Result<TcpSocketFacts> queued = LookupTcpSocket(server, client_addr);
+  ASSERT_TRUE(queued.ok()) << queued.status().ToString();
+  EXPECT_EQ(queued->state, TCP_ESTABLISHED);
+}
 
 }  // namespace
 }  // namespace san
