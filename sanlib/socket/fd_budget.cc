@@ -12,9 +12,9 @@ bool ChannelFitsFdBudget(std::string* why) {
   const size_t held = proto::Stream::live() * kFdsPerChannel;
   const size_t budget = static_cast<size_t>(limit.rlim_cur / 4);
   if (held + kFdsPerChannel <= budget) return true;
-  *why = "no SAN channel: this process's SAN channels hold " + std::to_string(held) +
-         " fds, a quarter of its fd limit (" + std::to_string(limit.rlim_cur) +
-         "): kernel TCP keeps the rest for the program";
+  // Short enough for san_info.fallback (95 characters) with the late set-up's "move failed: ".
+  *why = "this process's SAN channels hold a quarter of its fd limit (" + std::to_string(held) +
+         " of " + std::to_string(limit.rlim_cur) + " fds)";
   return false;
 }
 
