@@ -99,10 +99,23 @@ Result<uint64_t> KernelBytesWritten(int fd, bool active) {
       fd, SIOCOUTQ, [&](const tcp_info& ti) { return ti.tcpi_bytes_acked - (active ? 1 : 0); }, 1);
 }
 
-// Bytes the application consumed from the kernel socket so far (received - still queued).
+// Whether the peer's FIN has arrived (TCP_INFO's state; the numbers of netinet/tcp.h's states,
+// which cannot be included beside linux/tcp.h).
+bool FinReceived(const tcp_info& ti) {
+  constexpr uint8_t kTimeWait = 6, kCloseWait = 8, kLastAck = 9, kClosing = 11;
+  const uint8_t state = ti.tcpi_state;
+  return state == kCloseWait || state == kLastAck || state == kClosing || state == kTimeWait;
+}
+
+// Bytes the application consumed from the kernel socket so far (received - still queued). The
+// kernel counts the peer's FIN in bytes received, and SIOCINQ leaves it out: once it has come,
+// the difference is one more than the bytes read. (A peer that switched and was then killed sent
+// its FIN after its wake byte; the count one too high read as "unseen reads", the move failed,
+// and the wake byte went to the program as data.)
 Result<uint64_t> KernelBytesConsumed(int fd) {
   return CounterAndQueue(
-      fd, SIOCINQ, [](const tcp_info& ti) { return ti.tcpi_bytes_received; }, -1);
+      fd, SIOCINQ,
+      [](const tcp_info& ti) { return ti.tcpi_bytes_received - (FinReceived(ti) ? 1 : 0); }, -1);
 }
 
 // Waits, yielding the CPU, until the stream's readiness satisfies `ready` or `for_ns` passed;
@@ -137,18 +150,37 @@ void AwaitPeerWindow(SanSocket& s) {
 
 namespace {
 
+// The lower end gives up after the upper end switched (its WAKEUP is on the stream, its wake byte
+// on its way over TCP, its next bytes on the stream): staying kernel TCP would hand the program
+// that wake byte as data and then wait for bytes that never come over TCP. The socket switches
+// all the same, on the aborted stream: reads return the peer's TCP bytes up to its count, then
+// ECONNRESET, as from a kernel socket its peer reset (the peer, if alive, gets ECONNRESET too).
+void SwitchAbortedLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
+  SAN_LOG_INFO("fd %d: the peer moved to shm and this end cannot follow (%s): reset", s.fd.load(),
+               why.c_str());
+  u.phase.store(LatePhase::kSwitched);
+  Settle(s, std::move(u.stream), "");
+  s.late_pending.store(false, std::memory_order_release);
+  WakeSleepers(s);
+}
+
 // Gives up on moving the connection (it stays kernel TCP). A stream already made is aborted, so
 // a peer that switched learns it at once (ECONNRESET) instead of waiting on a silent channel.
 void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
-  SAN_LOG_INFO("fd %d: stays kernel TCP (not moved to shm: %s)", s.fd.load(), why.c_str());
-  u.failure = "move failed: " + why;
   if (u.token != 0 && !u.stream)
     u.stream = Runtime::Get().connections().CloseLateListener(u.token, u.tuple);
   u.token = 0;
   if (u.stream) {
     u.stream->Abort();
+    // Whether the peer switched is asked after the abort, which the peer asks before it sends its
+    // wake byte (TrySwitch): one of the two ends sees the other's step (the fence orders our
+    // write of the abort before our read of its WAKEUP).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (u.lower && u.stream->PeerTcpBytes()) return SwitchAbortedLocked(s, u, why);
     u.stream.reset();
   }
+  SAN_LOG_INFO("fd %d: stays kernel TCP (not moved to shm: %s)", s.fd.load(), why.c_str());
+  u.failure = "move failed: " + why;
   u.phase.store(LatePhase::kFailed);
   s.late_pending.store(false, std::memory_order_release);
 }
@@ -351,6 +383,15 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
   // put the peer's wake byte in the wrong place.
   if (st.ok() && consumed.value() != u.consumed) st = Status(EPROTO, "unseen reads");
   if (st.ok()) st = u.stream->Start(written.value());
+  if (st.ok() && !u.lower) {
+    // A lower end that gave up aborts the stream before it looks for our WAKEUP (FailLocked):
+    // looked at after our WAKEUP went out, so that one of the two ends sees the other's step.
+    // Our wake byte must not follow an abort: the peer stays TCP and would read it as data.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (const int error = u.stream->GetReadiness().error; error != 0) {
+      st = Status(error, "the peer gave the move up");
+    }
+  }
   if (st.ok() && !u.lower) {
     // Only the upper end's wake byte is needed: the lower end may be asleep in the kernel when
     // we switch; the upper end, switched already, watches the stream by then.

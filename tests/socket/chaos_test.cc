@@ -172,7 +172,9 @@ class Exchange {
         if (n < 0 && errno != EAGAIN) return Fail(Classify(errno), Errno("recv", errno));
         if (n > 0) {
           if (!Pattern::Get().Check(req_.pos + got, buf.data(), static_cast<size_t>(n))) {
-            return Fail(kCorrupt, "echo differs at byte " + std::to_string(got));
+            return Fail(kCorrupt, "pid " + std::to_string(getpid()) + ": echo differs in the read at byte " + std::to_string(got) + ": " +
+                                      Pattern::Get().Explain(req_.pos + got, buf.data(),
+                                                             static_cast<size_t>(n)));
           }
           got += static_cast<uint64_t>(n);
         }
@@ -259,7 +261,8 @@ void Serve(Board& b, int fd, std::vector<uint8_t>& buf) {
     if (n < 0 && errno == EAGAIN) continue;
     if (n <= 0) return;
     if (!Pattern::Get().Check(req.pos + got, buf.data(), static_cast<size_t>(n))) {
-      return b.Problem("worker: request differs at byte " + std::to_string(got));
+      return b.Problem("worker " + std::to_string(getpid()) + ": request differs in the read at byte " + std::to_string(got) + ": " +
+                       Pattern::Get().Explain(req.pos + got, buf.data(), static_cast<size_t>(n)));
     }
     got += static_cast<uint64_t>(n);
     // A blocking send: a client that dies meanwhile must end it (EPIPE or ECONNRESET), bounded.
@@ -506,15 +509,14 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
          (info.param.kill_master ? "_MasterKilled" : "_MasterAlive");
 }
 
+// Under the late set-up a worker or client killed right after it switched left its peer a
+// zero byte (its wake byte read as data) about once in nine runs beside a busy loop; the
+// connection thread and the FIN's count were the cause (late_upgrade.cc FailLocked,
+// KernelBytesConsumed; connection_thread.cc DropBrokenLocked).
 INSTANTIATE_TEST_SUITE_P(SetUps, Chaos,
-                         ::testing::Values(Case{"eager", false}, Case{"eager", true}), CaseName);
-// DISABLED (issue 17, open): under the late set-up about one run in nine on a loaded machine
-// (a busy loop beside it) sees a corrupt echo -- "echo differs at byte 65536 / 131056 / 196608 /
-// 393216", whole 64 KiB chunks at the move to shm of a 600 KiB exchange -- with both ends alive.
-// The 4fc3969 build does the same (3 of 28 runs), so it predates the chaos test; the cause is not
-// found yet. Run with --gtest_also_run_disabled_tests --gtest_filter='*late_*'.
-INSTANTIATE_TEST_SUITE_P(DISABLED_LateSetUps, Chaos,
-                         ::testing::Values(Case{"late", false}, Case{"late", true}), CaseName);
+                         ::testing::Values(Case{"eager", false}, Case{"eager", true},
+                                           Case{"late", false}, Case{"late", true}),
+                         CaseName);
 
 }  // namespace
 }  // namespace san::testing

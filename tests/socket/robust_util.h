@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -171,6 +172,25 @@ class Pattern {
       len -= n;
     }
     return true;
+  }
+  // Why `data` is not stream bytes [pos, pos + len): where the first wrong byte is, and what is
+  // there instead -- zeros, or the stream's bytes from another position (a piece lost, repeated
+  // or moved shows as its shift).
+  std::string Explain(uint64_t pos, const void* data, size_t len) const {
+    const auto* d = static_cast<const uint8_t*>(data);
+    size_t i = 0;
+    while (i < len && d[i] == table_[(pos + i) % kPeriod]) ++i;
+    if (i == len) return "no difference";
+    std::string out = "first wrong byte at +" + std::to_string(i) + " of " + std::to_string(len);
+    const size_t w = std::min<size_t>(32, len - i);
+    if (std::all_of(d + i, d + i + w, [](uint8_t b) { return b == 0; })) return out + ": zeros";
+    if (w < 16) return out;
+    const auto at = std::search(table_.begin(), table_.end(), d + i, d + i + w);
+    if (at == table_.end()) return out + ": bytes from nowhere in the stream";
+    const int64_t found = at - table_.begin();
+    const int64_t wanted = static_cast<int64_t>((pos + i) % kPeriod);
+    return out + ": stream bytes shifted by " + std::to_string(found - wanted) +
+           " (mod " + std::to_string(kPeriod) + ")";
   }
   // A contiguous view of stream bytes [pos, pos + len) for sending without a copy
   // (len <= kPeriod; the table is stored twice over).
