@@ -44,8 +44,12 @@ set ylabel "times better than TCP (log scale)"
 set xzeroaxis lt -1 lw 2
 unset key
 plot "%s" using 1:4:xtic(2) with boxes lc rgb "#2060a0"
-""" % (width, png, title.split(" (")[0], tics, low, high, base + ".dat")
+""" % (width, os.path.basename(png), title.split(" (")[0], tics, low, high,
+       os.path.basename(base) + ".dat")
     with open(base + ".gp", "w") as f:
         f.write(script)
-    r = subprocess.run(["gnuplot", base + ".gp"], capture_output=True, timeout=60)
+    # Names relative to the plots folder: the committed .gp redraws its png from a clone anywhere
+    # (`cd plots && gnuplot X.gp`), not only from the directory the report was made in.
+    r = subprocess.run(["gnuplot", os.path.basename(base) + ".gp"], capture_output=True,
+                       timeout=60, cwd=os.path.dirname(os.path.abspath(base)))
     return r.returncode == 0 and os.path.exists(png)
