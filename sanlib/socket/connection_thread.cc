@@ -312,15 +312,19 @@ void ConnectionThread::DropBrokenLocked() {
   // exited): what it posted and its FIN are in our buffers. Keep those for accept(), as the kernel
   // keeps a finished connection in its accept queue; drop only channels with nothing to deliver.
   // Orphans nobody claimed within the grace period are aborted (the kernel resets the connections
-  // left in a closed listener's queue too). A late upgrade's channel is left to its socket, which
-  // takes it whatever its state (Claim, CloseLateListener): a broken one may carry the peer's
-  // WAKEUP -- the peer switched and then died -- and without its count the socket would take the
-  // peer's wake byte on TCP for data (the chaos test's corrupt echoes, 1 run in 9).
+  // left in a closed listener's queue too). A late upgrade's broken channel is kept for its
+  // socket if it carries the peer's WAKEUP -- the peer switched and then died: without its count
+  // the socket would take the peer's wake byte on TCP for data (the chaos test's corrupt echoes,
+  // 1 run in 9) -- and dropped if not: its peer gave that attempt up before switching (a connect
+  // that timed out), and the socket, claiming it, would wait on a channel nobody uses.
   const uint64_t now = NowNs();
   pending_.erase(
       std::remove_if(pending_.begin(), pending_.end(),
                      [now](Pending& p) {
-                       if (p.settling || p.late) return false;
+                       if (p.settling) return false;
+                       if (p.late) {
+                         return p.stream->endpoint().broken() && !p.stream->PeerTcpBytes();
+                       }
                        if (p.orphaned_ns != 0 && now - p.orphaned_ns > kOrphanGraceMs * 1000000) {
                          p.stream->Abort();
                          return true;
