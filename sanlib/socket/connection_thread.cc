@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/log.h"
@@ -275,8 +276,14 @@ size_t ConnectionThread::pending_count() {
 void ConnectionThread::QuiesceForFork() {
   // Bounded: a fork must never wait on us for long (a step is microseconds; a step stuck on a
   // lock the forking program holds would otherwise deadlock it). Past the bound we fork anyway.
+  // try_lock in a loop, not timed_mutex::try_lock_for: glibc implements that with
+  // pthread_mutex_clocklock, which GCC 12's ThreadSanitizer does not see, so TSan took the unlock
+  // in AfterForkParent for the unlock of an unlocked mutex and failed every test that forks.
   constexpr auto kQuiesce = std::chrono::milliseconds(100);
-  quiesced_ = step_mu_.try_lock_for(kQuiesce);
+  const auto until = std::chrono::steady_clock::now() + kQuiesce;
+  while (!(quiesced_ = step_mu_.try_lock()) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 void ConnectionThread::AfterForkParent() {
