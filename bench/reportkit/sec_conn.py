@@ -43,9 +43,9 @@ def run(ctx, results):
         add_failures(results, setup, rows, os.path.join(out, "summary.csv"))
     profile_below_tcp(ctx, results)
     results.note(SECTION, "Known causes: the eager set-up builds a shm channel inside connect() "
-                 "and costs several TCP connections' CPU each; the late set-up costs what TCP costs plus the socket table, the "
-                 "candidate's bookkeeping and the connection thread (profiles above, for each set-up "
-                 "with a row below TCP; docs/bench.md).")
+                 "and costs several TCP connections' CPU each; the late set-up costs what TCP "
+                 "costs plus the socket table, the candidate's bookkeeping and the connection "
+                 "thread (profiles above, for each set-up with a row below TCP; docs/bench.md).")
     results.note(SECTION, "CPU/op: user+sys of client and server processes per connection "
                  "(conn-bench, wait4). Late set-up rows: the connections end on kernel TCP by "
                  "design (too short to move), so 'verified' is errors = 0 only.")
@@ -59,20 +59,21 @@ PROFILE_FINDINGS = {
              "(`shmem_fault`), and the close of its memfd. The late set-up rows show the cost "
              "without the eager shm channel.",
     "late": "the kernel's TCP work filled the profile and none of sanlib's calls reached the "
-            "5 % listed: a late connection that ends before its move is a kernel TCP connection plus "
-            "sanlib's bookkeeping: the socket table entry, the candidate's state (`LateUpgrade`, "
-            "one allocation), the data calls' locks and counters, and the kernel events "
-            "settled around them. An A/B of nginx `Connection: close` at -c 32 (one 3 s round "
-            "each, 2026-11-26) put interposition alone (SAN_PROVIDER=off) at 0.99x TCP and the "
-            "late candidates' bookkeeping at about 5 % more (0.95x; CPU per request 65.3 us "
-            "TCP, 66.0 us interposed, 69.9 us late). The `hold` rows are another matter: their 'echo "
-            "all' is every one of thousands of idle connections moving to shm at once (each "
-            "builds its channel then), which a churn profile does not show.",
+            "5 % listed: a late connection that ends before its move is a kernel TCP connection "
+            "plus sanlib's bookkeeping: the socket table entry, the candidate's state "
+            "(`LateUpgrade`, one allocation), the data calls' locks and counters, and the kernel "
+            "events settled around them. An A/B of nginx `Connection: close` at -c 32 (one 3 s "
+            "round each, 2026-11-26) put interposition alone (SAN_PROVIDER=off) at 0.99x TCP and "
+            "the late candidates' bookkeeping at about 5 % more (0.95x; CPU per request 65.3 us "
+            "TCP, 66.0 us interposed, 69.9 us late). The `hold` rows are another matter: their "
+            "'echo all' is every one of thousands of idle connections moving to shm at once "
+            "(each builds its channel then), which a churn profile does not show.",
 }
 
 
 def profile_below_tcp(ctx, results):
     """Each set-up whose connections cost more than TCP's: where one churn client's CPU goes."""
+    global TEXT
     for setup in ("eager", "late"):
         below = [r for r in results.in_section(SECTION) if r.name.endswith("(%s)" % setup)
                  and not r.failed() and (r.advantage() or 1) < 1]
@@ -82,7 +83,6 @@ def profile_below_tcp(ctx, results):
         text = profile.top_symbols(ctx, tag, [
             ctx.bin("conn-bench"), "churn", "--transport", "san", "--clients", "1", "--seconds",
             "1", "--runs", "1"], {"SAN_SETUP": setup})
-        global TEXT
         TEXT += ("%s set-up, rows below TCP (%s): a profile of one `conn-bench churn --transport "
                  "san --clients 1` run with SAN_SETUP=%s (perf; the share of samples under each "
                  "call, children included; the full report is `raw/%s.profile.txt`):\n\n"

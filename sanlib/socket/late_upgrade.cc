@@ -150,6 +150,14 @@ void AwaitPeerWindow(SanSocket& s) {
 
 namespace {
 
+// The socket is kShm on the candidate's stream from now on (mu held): kShm first, then no longer
+// pending (SanlibCarries).
+void SwitchedLocked(SanSocket& s, LateUpgrade& u) {
+  u.phase.store(LatePhase::kSwitched);
+  Settle(s, std::move(u.stream), "");
+  s.late_pending.store(false, std::memory_order_release);
+}
+
 // The lower end gives up after the upper end switched (its WAKEUP is on the stream, its wake byte
 // on its way over TCP, its next bytes on the stream): staying kernel TCP would hand the program
 // that wake byte as data and then wait for bytes that never come over TCP. The socket switches
@@ -158,9 +166,7 @@ namespace {
 void SwitchAbortedLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   SAN_LOG_INFO("fd %d: the peer moved to shm and this end cannot follow (%s): reset", s.fd.load(),
                why.c_str());
-  u.phase.store(LatePhase::kSwitched);
-  Settle(s, std::move(u.stream), "");
-  s.late_pending.store(false, std::memory_order_release);
+  SwitchedLocked(s, u);
   WakeSleepers(s);
 }
 
@@ -409,9 +415,7 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
   SAN_LOG_INFO("fd %d: moved to shm after %llu bytes out and %llu in over kernel TCP", fd,
                static_cast<unsigned long long>(written.value()),
                static_cast<unsigned long long>(u.consumed));
-  u.phase.store(LatePhase::kSwitched);
-  Settle(s, std::move(u.stream), "");  // kShm first, then no longer pending (SanlibCarries)
-  s.late_pending.store(false, std::memory_order_release);
+  SwitchedLocked(s, u);
   u.io.store(0);
   WakeSleepers(s);
 }

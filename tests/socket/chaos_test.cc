@@ -172,9 +172,11 @@ class Exchange {
         if (n < 0 && errno != EAGAIN) return Fail(Classify(errno), Errno("recv", errno));
         if (n > 0) {
           if (!Pattern::Get().Check(req_.pos + got, buf.data(), static_cast<size_t>(n))) {
-            return Fail(kCorrupt, "pid " + std::to_string(getpid()) + ": echo differs in the read at byte " + std::to_string(got) + ": " +
-                                      Pattern::Get().Explain(req_.pos + got, buf.data(),
-                                                             static_cast<size_t>(n)));
+            return Fail(
+                kCorrupt,
+                "pid " + std::to_string(getpid()) + ": echo differs in the read at byte " +
+                    std::to_string(got) + ": " +
+                    Pattern::Get().Explain(req_.pos + got, buf.data(), static_cast<size_t>(n)));
           }
           got += static_cast<uint64_t>(n);
         }
@@ -261,7 +263,8 @@ void Serve(Board& b, int fd, std::vector<uint8_t>& buf) {
     if (n < 0 && errno == EAGAIN) continue;
     if (n <= 0) return;
     if (!Pattern::Get().Check(req.pos + got, buf.data(), static_cast<size_t>(n))) {
-      return b.Problem("worker " + std::to_string(getpid()) + ": request differs in the read at byte " + std::to_string(got) + ": " +
+      return b.Problem("worker " + std::to_string(getpid()) +
+                       ": request differs in the read at byte " + std::to_string(got) + ": " +
                        Pattern::Get().Explain(req.pos + got, buf.data(), static_cast<size_t>(n)));
     }
     got += static_cast<uint64_t>(n);

@@ -326,6 +326,17 @@ struct MovedPair {
   }
 };
 
+// Makes data calls on the upper end of a connection past the delay, 5 ms apart, until it has
+// switched (it reaches the lower end's private rendezvous in one of them); false if it never did.
+bool DriveUpperEndToShm(int upper) {
+  for (int i = 0; i < 400 && ModeOf(upper) != SAN_MODE_SHM; ++i) {
+    char unused;
+    san_recv(upper, &unused, 1, MSG_DONTWAIT);
+    if (ModeOf(upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return ModeOf(upper) == SAN_MODE_SHM;
+}
+
 void MoveUpperEnd(MovedPair* m) {
   uint16_t port = 0;
   m->lfd = Listen(&port);
@@ -341,12 +352,7 @@ void MoveUpperEnd(MovedPair* m) {
   m->upper = client_upper ? m->c : m->a;
   m->lower = client_upper ? m->a : m->c;
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
-  for (int i = 0; i < 400 && ModeOf(m->upper) != SAN_MODE_SHM; ++i) {
-    char unused;
-    san_recv(m->upper, &unused, 1, MSG_DONTWAIT);
-    if (ModeOf(m->upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(ModeOf(m->upper), SAN_MODE_SHM);
+  ASSERT_TRUE(DriveUpperEndToShm(m->upper));
 }
 
 // A program must never find nothing to read where poll said readable. The end that moves first
@@ -421,12 +427,7 @@ int EndOfAMoveWithTheUpperEndKilled(int lfd, uint16_t port, bool client) {
     for (size_t k = 0; k < kSent; ++k) out[k] = Pattern(k);
     if (!SendAll(fd, out.data(), out.size())) return 4;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
-    for (int i = 0; i < 400 && ModeOf(fd) != SAN_MODE_SHM; ++i) {
-      char unused;
-      san_recv(fd, &unused, 1, MSG_DONTWAIT);
-      if (ModeOf(fd) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    if (ModeOf(fd) != SAN_MODE_SHM) return 5;
+    if (!DriveUpperEndToShm(fd)) return 5;
     kill(getpid(), SIGKILL);
   }
   // The lower end makes no call until the peer is dead: its connection thread takes its steps.
@@ -434,7 +435,9 @@ int EndOfAMoveWithTheUpperEndKilled(int lfd, uint16_t port, bool client) {
   std::vector<uint8_t> in(kSent + 64);
   size_t got = 0;
   ssize_t n;
-  while ((n = san_recv(fd, in.data() + got, in.size() - got, 0)) > 0) got += n;
+  while ((n = san_recv(fd, in.data() + got, in.size() - got, 0)) > 0) {
+    got += static_cast<size_t>(n);
+  }
   if (n < 0 && errno != ECONNRESET) return 6;
   if (got != kSent) return 7;
   for (size_t k = 0; k < kSent; ++k) {
