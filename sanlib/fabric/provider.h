@@ -127,6 +127,11 @@ struct ConnectData {
   // How long Connect may wait for the listener's answer; 0: the provider's own bound (5 s for
   // shm). A late upgrade waits little: its caller is an application's data call.
   int timeout_ms = 0;
+  // Connect returns EINPROGRESS once the request is sent, and Endpoint::FinishConnect takes the
+  // answer (still within timeout_ms): a late upgrade's caller is an application's data call,
+  // which must not wait while another process builds its half. A provider that cannot take the
+  // answer later ignores it (its Connect waits, as without it).
+  bool answer_later = false;
   // Optional: the rendezvous connection Provider::Dial opened for this Connect, so that a client
   // builds its endpoint only once a listener has answered. Connect owns it from the call on
   // (takes it over, or closes it when it fails first). Only an endpoint of the provider that
@@ -190,6 +195,13 @@ class Endpoint {
   // Client side, after the initial receives are posted: connect to the listener at `server`,
   // handing `data` to it. Blocks for the rendezvous only (bounded). ECONNREFUSED: no SAN listener.
   virtual Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) = 0;
+  // After a Connect that returned EINPROGRESS (ConnectData::answer_later): takes the listener's
+  // answer, waiting at most `wait_ms` (0: a look). EINPROGRESS: not yet, and Connect's bound has
+  // not passed; otherwise what Connect would have returned. Ok if Connect already finished.
+  virtual Status FinishConnect(int wait_ms) {
+    (void)wait_ms;
+    return Status::Ok();
+  }
   // Server side (from Listener::GetRequest), after the initial receives are posted.
   virtual Status Accept() = 0;
   // Refuses the request; the client's Connect fails with `error` (ECONNREFUSED: refused; EDQUOT:

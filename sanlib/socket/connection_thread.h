@@ -100,9 +100,15 @@ class ConnectionThread {
   // each is a socket in this thread's poll set, and thousands of connections due at once --
   // a pool of idle ones -- made every loop scan them all).
   size_t late_listener_count();
+  // The most late listeners open at once per process: more lower ends wait their turn.
+  static constexpr size_t kMaxLateListeners = 64;
   // A late upgrade candidate (late_upgrade.h): at `due_ns` this thread opens its side if it is
   // the lower end, so that the move does not wait for the application's next call there.
   void ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns);
+  // A late candidate whose channel is under way (the lower end's peer came, or the upper end's
+  // request went out): if the application has not switched it kDriveAfterNs from now, this
+  // thread does (DriveLateSide).
+  void ScheduleDrive(int fd, uint64_t socket_id);
 
   // pthread_atfork hooks (the lock must not be held across fork). QuiesceForFork runs first of
   // all the runtime's: it waits (at most kQuiesceMs) until the thread is between its steps, asleep
@@ -190,6 +196,7 @@ class ConnectionThread {
   std::vector<LateDue> late_;  // in due order (mu_)
   // Inserts in due order; true if it is the first due now.
   bool InsertLateLocked(const LateDue& d);
+  bool InsertDriveLocked(int fd, uint64_t socket_id);
   // When, how often and how many times a switch is driven once the peer came (DriveLateSide).
   // Not at once: an application that makes calls on the socket switches it itself within
   // microseconds, and with the thread switching such sockets too, wrk against nginx under sanrun

@@ -59,6 +59,7 @@ enum class LatePhase : uint8_t {
   kWaiting,     // until the delay has passed
   kListening,   // lower end: the private rendezvous is open
   kConnecting,  // upper end: reaching the peer's rendezvous (backoff between attempts)
+  kAnswering,   // upper end: its request sent, the peer's answer not taken yet
   kReady,       // the stream is ours, not switched yet
   kSwitched,    // the socket is kShm; the inflow may still be running
   kFailed,      // stays kernel TCP
@@ -141,6 +142,10 @@ void AwaitPeerWindow(SanSocket& s);
 // move up and talks in band).
 bool FinishLateUpgrade(SanSocket& s);
 
+// How long a lower end that found ConnectionThread::kMaxLateListeners moves in flight waits
+// before it looks for its turn again.
+uint64_t LateTurnWaitNs();
+
 // The connection thread's step when the delay has passed: opens the lower end's private
 // rendezvous (the upper end connects from its own next call; this thread never waits for a
 // peer). Does nothing if another thread is taking a step.
@@ -152,7 +157,11 @@ void OpenLateSide(SanSocket& s);
 // already, has no send window: an application busy with other connections (a server echoing
 // them one by one while its peer sends on all before reading) would leave it blocked for good,
 // each end's send waiting for the other's switch (conn-bench hold, 10,000 connections, hung).
-// True while worth another look soon (the peer's WAKEUP has not come, or a step is running).
+// At the upper end, whose request went out in a data call that did not wait for the answer: takes
+// the answer and switches, for an application that makes no further call soon (the lower end
+// holds its half and, at its close, waits for our WAKEUP).
+// True while worth another look soon (the peer's WAKEUP or answer has not come, or a step is
+// running).
 bool DriveLateSide(SanSocket& s);
 
 // The data path's entry for a candidate (mode kTcp): advances the set-up if it is due, and

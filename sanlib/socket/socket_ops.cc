@@ -133,7 +133,8 @@ bool HoldsConnection(int fd, const sockaddr_storage& local, const sockaddr_stora
 Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
                                                      const sockaddr* rendezvous, socklen_t len,
                                                      const proto::FourTuple& tuple, int proof_fd,
-                                                     int timeout_ms, int dialed_fd) {
+                                                     int timeout_ms, int dialed_fd,
+                                                     bool answer_later) {
   UniqueFd dialed(dialed_fd);  // closed here unless the endpoint's Connect takes it
   const proto::StreamParams params = Runtime::Get().StreamParamsFor(provider);
   Result<std::unique_ptr<fabric::Endpoint>> ep =
@@ -146,8 +147,9 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
   request.proof_fd = proof_fd;
   request.timeout_ms = timeout_ms;
   request.dialed_fd = dialed.release();
+  request.answer_later = answer_later;
   Status st = stream.value()->endpoint().Connect(rendezvous, len, request);
-  if (!st.ok()) return st;
+  if (!st.ok() && !(answer_later && st.code() == EINPROGRESS)) return st;
   return stream;
 }
 

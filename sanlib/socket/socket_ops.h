@@ -141,11 +141,13 @@ bool MakeHoldersPipe(SanSocket& s);
 // rendezvous at `rendezvous` with `tuple` (the TCP connection it stands beside) as its request.
 // `proof_fd` (optional): sent along for a ListenProved rendezvous (late_upgrade.h). `dialed_fd`
 // (optional, owned from the call on): the rendezvous connection provider.Dial opened.
+// `answer_later`: returns once the request is sent (ConnectData::answer_later); the caller takes
+// the answer with the stream's endpoint().FinishConnect.
 Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
                                                      const sockaddr* rendezvous, socklen_t len,
                                                      const proto::FourTuple& tuple,
                                                      int proof_fd = -1, int timeout_ms = 0,
-                                                     int dialed_fd = -1);
+                                                     int dialed_fd = -1, bool answer_later = false);
 // Whether `fd` is a connected stream socket whose local and peer addresses are these (canonical):
 // the holder of fd holds that connection's end.
 bool HoldsConnection(int fd, const sockaddr_storage& local, const sockaddr_storage& peer);

@@ -210,6 +210,65 @@ TEST(fabric_shm, DialRefusesAtOnceAndConnectTakesTheDialledSocket) {
   EXPECT_EQ(errno, EBADF);
 }
 
+// ConnectData::answer_later (the late move's upper end, inside an application's data call):
+// Connect returns EINPROGRESS as soon as its request is sent, FinishConnect(0) says EINPROGRESS
+// until the listener answered and then connects as Connect would have -- all in one thread, which
+// a waiting Connect could not do. A refusal comes out of FinishConnect, and so does a listener
+// that never answers, once Connect's bound has passed.
+TEST(fabric_shm, ConnectCanTakeTheAnswerLater) {
+  Provider* shm = GetProvider("shm");
+  ASSERT_NE(shm, nullptr);
+  const sockaddr_in addr = testing::Ipv4("127.0.0.1", testing::NextPort());
+  Result<std::unique_ptr<Listener>> listener = shm->Listen(testing::Sa(addr), sizeof addr, {});
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  ConnectData later;
+  later.answer_later = true;
+  later.timeout_ms = 300;
+
+  auto client = shm->CreateEndpoint(EndpointAttr());
+  ASSERT_TRUE(client.ok());
+  auto client_buf = client.value()->AllocateBuffer(4 * 4096);
+  ASSERT_TRUE(client_buf.ok());
+  ASSERT_NO_FATAL_FAILURE(testing::PostRecvs(client.value().get(), *client_buf, 4, 4096, 1000));
+  Status st = client.value()->Connect(testing::Sa(addr), sizeof addr, later);
+  ASSERT_EQ(st.code(), EINPROGRESS) << st.ToString();
+  EXPECT_EQ(client.value()->FinishConnect(0).code(), EINPROGRESS);
+  auto server = testing::WaitRequest(listener->get());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto server_buf = server.value()->AllocateBuffer(4 * 4096);
+  ASSERT_TRUE(server_buf.ok());
+  ASSERT_NO_FATAL_FAILURE(testing::PostRecvs(server.value().get(), *server_buf, 4, 4096, 2000));
+  ASSERT_TRUE(server.value()->Accept().ok());
+  st = client.value()->FinishConnect(1000);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(client.value()->FinishConnect(0).ok());  // done already
+  ASSERT_TRUE(client.value()->PostSend(OneSegment(1, 9, "ok", 2)).ok());
+  std::vector<Completion> got = WaitCompletions(server.value().get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].imm, 9u);
+
+  auto refused = shm->CreateEndpoint(EndpointAttr());
+  ASSERT_TRUE(refused.ok());
+  ASSERT_EQ(refused.value()->Connect(testing::Sa(addr), sizeof addr, later).code(), EINPROGRESS);
+  auto second = testing::WaitRequest(listener->get());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(second.value()->Reject(ECONNREFUSED).ok());
+  EXPECT_EQ(refused.value()->FinishConnect(1000).code(), ECONNREFUSED);
+  EXPECT_EQ(refused.value()->FinishConnect(0).code(), ENOTCONN);  // the failure was final
+
+  auto unanswered = shm->CreateEndpoint(EndpointAttr());
+  ASSERT_TRUE(unanswered.ok());
+  const uint64_t start = NowNs();
+  ASSERT_EQ(unanswered.value()->Connect(testing::Sa(addr), sizeof addr, later).code(),
+            EINPROGRESS);
+  Status last;
+  while ((last = unanswered.value()->FinishConnect(50)).code() == EINPROGRESS) {
+    ASSERT_LT(NowNs() - start, 5000000000ull) << "still in progress long after its 300 ms";
+  }
+  EXPECT_EQ(last.code(), ETIMEDOUT) << last.ToString();
+  EXPECT_GE(NowNs() - start, 300000000ull);
+}
+
 TEST(fabric_shm, SigkilledPeerIsDetected) {
   const uint16_t port = testing::NextPort();
   sockaddr_in addr = testing::Ipv4("127.0.0.1", port);

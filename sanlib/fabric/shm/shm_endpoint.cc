@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <utility>
@@ -368,27 +369,48 @@ Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const Connect
                          data.proof_fd >= 0 ? kMaxRequestFds : kRequestFds);
   if (!s.ok()) return s;
 
-  // Bounded wait for the listener's verdict.
+  // The listener's verdict, now (bounded) or later (FinishConnect).
   const int wait_ms = data.timeout_ms > 0 ? data.timeout_ms : kConnectTimeoutMs;
-  const uint64_t deadline = NowNs() + uint64_t(wait_ms) * 1000000;
+  answer_deadline_ns_ = NowNs() + uint64_t(wait_ms) * 1000000;
+  answering_ = std::move(sock).value();
+  if (data.answer_later) return Status(EINPROGRESS, "Connect: the listener's answer is pending");
+  return FinishConnect(wait_ms);
+}
+
+Status ShmEndpoint::FinishConnect(int wait_ms) {
+  if (!answering_.valid()) {
+    return local_->connected.load(std::memory_order_acquire) != 0
+               ? Status::Ok()
+               : Status(ENOTCONN, "FinishConnect: no Connect pending");
+  }
+  // A failure is final: the rendezvous connection goes (a later call says ENOTCONN).
+  auto fail = [this](Status st) {
+    answering_.reset();
+    return st;
+  };
+  const uint64_t deadline = std::min(answer_deadline_ns_, NowNs() + uint64_t(wait_ms) * 1000000);
+  ReplyMessage reply{};
   for (;;) {
     const uint64_t now = NowNs();
-    if (now >= deadline) return Status(ETIMEDOUT, "Connect: no reply from listener");
-    pollfd pfd{sock->get(), POLLIN, 0};
-    int rc = poll(&pfd, 1, static_cast<int>((deadline - now) / 1000000) + 1);
-    if (rc < 0 && errno != EINTR) return Status::FromErrno("poll(shm rendezvous)");
-    if (rc <= 0) continue;
-    ReplyMessage reply{};
-    s = ReceiveMessage(sock->get(), &reply, sizeof(reply), nullptr, 0);
-    if (s.would_block()) continue;
-    if (!s.ok())
-      return s.code() == ECONNRESET ? Status(ECONNREFUSED, "Connect: listener closed") : s;
-    if (reply.magic != kRendezvousMagic) return Status(EPROTO, "Connect: bad reply");
-    if (reply.error != 0) return Status(reply.error, "Connect: refused by listener");
-    parts_.self_pid_seen = reply.seen_pid > 0 ? reply.seen_pid : 0;
-    break;
+    pollfd pfd{answering_.get(), POLLIN, 0};
+    int rc = poll(&pfd, 1, now >= deadline ? 0 : static_cast<int>((deadline - now) / 1000000) + 1);
+    if (rc < 0 && errno != EINTR) return fail(Status::FromErrno("poll(shm rendezvous)"));
+    if (rc > 0) {
+      Status s = ReceiveMessage(answering_.get(), &reply, sizeof(reply), nullptr, 0);
+      if (s.ok()) break;
+      if (!s.would_block()) {
+        return fail(s.code() == ECONNRESET ? Status(ECONNREFUSED, "Connect: listener closed") : s);
+      }
+    }
+    if (NowNs() >= answer_deadline_ns_) {
+      return fail(Status(ETIMEDOUT, "Connect: no reply from listener"));
+    }
+    if (NowNs() >= deadline) return Status(EINPROGRESS, "Connect: the listener's answer is pending");
   }
-  parts_.rendezvous = std::move(sock).value();
+  if (reply.magic != kRendezvousMagic) return fail(Status(EPROTO, "Connect: bad reply"));
+  if (reply.error != 0) return fail(Status(reply.error, "Connect: refused by listener"));
+  parts_.self_pid_seen = reply.seen_pid > 0 ? reply.seen_pid : 0;
+  parts_.rendezvous = std::move(answering_);
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.fd = parts_.rendezvous.get();

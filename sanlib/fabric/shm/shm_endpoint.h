@@ -66,6 +66,7 @@ class ShmEndpoint final : public Endpoint {
   int notify_fd() const override { return epoll_.get(); }
   void ClearNotify() override;
   Status Connect(const sockaddr* server, socklen_t len, const ConnectData& data) override;
+  Status FinishConnect(int wait_ms) override;
   Status Accept() override;
   Status Reject(int error) override;
   const ConnectData& peer_data() const override { return parts_.peer_data; }
@@ -115,6 +116,9 @@ class ShmEndpoint final : public Endpoint {
   static void Ring(int eventfd);
 
   Parts parts_;
+  // Client, between Connect's request and the listener's answer (FinishConnect).
+  UniqueFd answering_;
+  uint64_t answer_deadline_ns_ = 0;
   LocalRegion local_region_;
   UniqueFd epoll_;
   // Cached from the parts (immutable after construction).
