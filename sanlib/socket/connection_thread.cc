@@ -265,12 +265,7 @@ void ConnectionThread::RunDueLateLocked(std::unique_lock<std::mutex>& lock) {
     for (const LateDue& d : batch) {
       SanSocket* s = table_.Find(d.fd);
       if (!s || s->id != d.socket_id || !LatePending(*s)) continue;
-      if (d.drives == 0 && late_listener_count() >= kMaxLateListeners) {
-        // Thousands due at once (a pool of idle connections) wait their turn here, each at the
-        // cost of this look: each OpenLateSide would check the fd budget and the peer's user
-        // first (378,000 getrlimit calls in one conn-bench hold of 10,000 connections).
-        again.push_back(LateDue{d.fd, d.socket_id, NowNs() + LateTurnWaitNs(), 0});
-      } else if (d.drives == 0) {
+      if (d.drives == 0) {
         OpenLateSide(*s);
       } else if (DriveLateSide(*s) && d.drives > 1) {
         again.push_back(LateDue{d.fd, d.socket_id, NowNs() + kDriveEveryNs, d.drives - 1});

@@ -96,11 +96,11 @@ class ConnectionThread {
   Result<std::unique_ptr<proto::Stream>> ClaimProved(const proto::FourTuple& tuple, int proof_fd);
   // Counts, for sanstat and tests.
   size_t pending_count();
-  // How many late upgrades' private listeners this thread serves now (late_upgrade.cc caps them:
-  // each is a socket in this thread's poll set, and thousands of connections due at once --
-  // a pool of idle ones -- made every loop scan them all).
+  // How many late upgrades' private listeners this thread serves now.
   size_t late_listener_count();
-  // The most late listeners open at once per process: more lower ends wait their turn.
+  // The most late listeners open at once per process: more lower ends wait their turn. Each is a
+  // socket in this thread's poll set, and thousands of connections due at once -- a pool of idle
+  // ones -- made every loop scan them all.
   static constexpr size_t kMaxLateListeners = 64;
   // A late upgrade candidate (late_upgrade.h): at `due_ns` this thread opens its side if it is
   // the lower end, so that the move does not wait for the application's next call there.

@@ -1,25 +1,22 @@
 #include "sanlib/socket/late_upgrade.h"
 
 #include <linux/sockios.h>
-#include <linux/tcp.h>
-#include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fnv1a.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/peer_uid.h"
 #include "sanlib/fabric/address.h"
-#include "sanlib/socket/drive.h"
 #include "sanlib/socket/fd_budget.h"
-#include "sanlib/socket/iov_remainder.h"
 #include "sanlib/socket/kernel.h"
+#include "sanlib/socket/late_counts.h"
 #include "sanlib/socket/late_fork.h"
+#include "sanlib/socket/late_steps.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 
@@ -39,16 +36,6 @@ constexpr uint32_t kDoublings = 14;
 // How long the upper end waits for the lower end's connection thread to answer its connect (it
 // looks at each of its data calls, never waiting in one); past it the connection stays TCP.
 constexpr int kConnectWaitMs = 200;
-// How long a read woken only by the peer's wake byte waits for the stream's first bytes (the
-// peer switched in the middle of an exchange, and its next bytes wait for our WAKEUP), even if
-// the socket is nonblocking: once per connection, instead of an EAGAIN the program did not expect
-// after a readiness.
-constexpr uint64_t kAfterWakeNs = kMs / 2;
-// How long a nonblocking send right after the switch waits for the peer's WAKEUP (AwaitPeerWindow).
-constexpr uint64_t kPeerWindowWaitNs = 5 * kMs;
-// Once a connection has proved itself by its bytes, a blocking bulk send goes to the kernel in
-// parts of this size, with a set-up step between them, until the socket switches.
-constexpr uint64_t kPartBytes = 256 << 10;
 // How long the end of a move (close, shutdown, fd passing) at the lower end waits for the upper
 // end's switch, which obliges it to follow (EndLateUpgrade).
 constexpr uint64_t kPeerSwitchedWaitNs = 200 * kMs;
@@ -67,86 +54,6 @@ sockaddr_in6 RendezvousOf(const LateUpgrade& u) {
   const uint64_t h = HashTuple(u.tuple);
   return fabric::PrivateRendezvousAddress(h, static_cast<uint16_t>(h >> 48));
 }
-
-bool ReadTcpInfo(int fd, tcp_info* ti) {
-  socklen_t len = sizeof *ti;
-  return kernel::getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) == 0 &&
-         len >= offsetof(tcp_info, tcpi_bytes_received) + sizeof ti->tcpi_bytes_received;
-}
-
-// A counter of TCP_INFO plus the queue `request` reports (SIOCOUTQ, SIOCINQ), read consistently:
-// the queue is read around the counter until it holds still, so a segment or an ACK in between
-// cannot skew the pair. Returns counter + queue * sign.
-template <typename Counter>
-Result<uint64_t> CounterAndQueue(int fd, unsigned long request, Counter counter, int sign) {
-  for (int i = 0; i < 16; ++i) {
-    int before = 0, after = 0;
-    tcp_info ti{};
-    if (kernel::ioctl(fd, request, &before) != 0) return Status::FromErrno("ioctl(queue)");
-    if (!ReadTcpInfo(fd, &ti)) return Status(ENOTSUP, "TCP_INFO");
-    if (kernel::ioctl(fd, request, &after) != 0) return Status::FromErrno("ioctl(queue)");
-    if (before == after) return counter(ti) + static_cast<uint64_t>(sign * int64_t{after});
-  }
-  return Status(EAGAIN, "a socket queue never held still");
-}
-
-// Bytes the application wrote to the kernel socket so far: acknowledged + still queued (an
-// active opener's count of acknowledged bytes includes its SYN).
-Result<uint64_t> KernelBytesWritten(int fd, bool active) {
-  return CounterAndQueue(
-      fd, SIOCOUTQ, [&](const tcp_info& ti) { return ti.tcpi_bytes_acked - (active ? 1 : 0); }, 1);
-}
-
-// Whether the peer's FIN has arrived (TCP_INFO's state; the numbers of netinet/tcp.h's states,
-// which cannot be included beside linux/tcp.h).
-bool FinReceived(const tcp_info& ti) {
-  constexpr uint8_t kTimeWait = 6, kCloseWait = 8, kLastAck = 9, kClosing = 11;
-  const uint8_t state = ti.tcpi_state;
-  return state == kCloseWait || state == kLastAck || state == kClosing || state == kTimeWait;
-}
-
-// Bytes the application consumed from the kernel socket so far (received - still queued). The
-// kernel counts the peer's FIN in bytes received, and SIOCINQ leaves it out: once it has come,
-// the difference is one more than the bytes read. (A peer that switched and was then killed sent
-// its FIN after its wake byte; the count one too high read as "unseen reads", the move failed,
-// and the wake byte went to the program as data.)
-Result<uint64_t> KernelBytesConsumed(int fd) {
-  return CounterAndQueue(
-      fd, SIOCINQ,
-      [](const tcp_info& ti) { return ti.tcpi_bytes_received - (FinReceived(ti) ? 1 : 0); }, -1);
-}
-
-// Waits, yielding the CPU, until the stream's readiness satisfies `ready` or `for_ns` passed;
-// true if it did.
-template <typename Ready>
-bool AwaitStream(SanSocket& s, uint64_t for_ns, Ready ready) {
-  const uint64_t until = NowNs() + for_ns;
-  for (;;) {
-    if (ready(s.stream->GetReadiness())) return true;
-    if (NowNs() >= until) return false;
-    sched_yield();
-  }
-}
-
-// After the peer's wake byte alone woke a read: waits (bounded by kAfterWakeNs) for the stream's
-// first bytes, even on a nonblocking socket -- once per connection, rather than an EAGAIN that a
-// program reading once per readiness takes for an error (wrk does).
-void AwaitFirstBytes(SanSocket& s) {
-  AwaitStream(s, kAfterWakeNs, [](const proto::Readiness& r) { return r.readable; });
-}
-
-}  // namespace
-
-void AwaitPeerWindow(SanSocket& s) {
-  LateUpgrade& u = *s.late;
-  if (u.window_seen.load(std::memory_order_relaxed)) return;
-  if (AwaitStream(s, kPeerWindowWaitNs,
-                  [](const proto::Readiness& r) { return r.writable || r.error; })) {
-    u.window_seen.store(true, std::memory_order_relaxed);
-  }
-}
-
-namespace {
 
 // The socket is kShm on the candidate's stream from now on (mu held): kShm first, then no longer
 // pending (SanlibCarries).
@@ -204,33 +111,21 @@ bool TakeLastComer(LateUpgrade& u) {
 
 // Whether the connection has proved itself by use -- carried SAN_UPGRADE_BYTES over TCP, or
 // SAN_UPGRADE_CALLS data calls that moved bytes -- so the delay no longer applies.
+// Whether the connection has carried SAN_UPGRADE_BYTES over TCP: a bulk transfer is under way.
+bool ProvedByBytes(const LateUpgrade& u) {
+  const uint64_t bytes = Runtime::Get().config().upgrade_bytes;
+  return bytes != 0 && u.carried.load(std::memory_order_relaxed) >= bytes;
+}
+
 bool ProvedByUse(const LateUpgrade& u) {
-  const Config& config = Runtime::Get().config();
-  const uint64_t bytes = config.upgrade_bytes;
-  const uint32_t calls = config.upgrade_calls;
-  return (bytes != 0 && u.carried.load(std::memory_order_relaxed) >= bytes) ||
-         (calls != 0 && u.calls.load(std::memory_order_relaxed) >= calls);
+  const uint32_t calls = Runtime::Get().config().upgrade_calls;
+  return ProvedByBytes(u) || (calls != 0 && u.calls.load(std::memory_order_relaxed) >= calls);
 }
 
 // Whether the upper end's request reached the peer's side: the channel is made, or its answer is
 // on the way.
 bool Underway(LatePhase phase) {
   return phase == LatePhase::kAnswering || phase == LatePhase::kReady;
-}
-
-// Counts a kernel data call on the candidate that moved n bytes.
-void CountUse(LateUpgrade& u, ssize_t n) {
-  if (n <= 0) return;
-  u.carried.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-  u.calls.fetch_add(1, std::memory_order_relaxed);
-}
-
-// How many bytes a blocking send may hand the kernel in one part (late_upgrade.h).
-uint64_t PartLimit(const LateUpgrade& u) {
-  const uint64_t threshold = Runtime::Get().config().upgrade_bytes;
-  if (threshold == 0) return ~uint64_t{0};
-  const uint64_t carried = u.carried.load(std::memory_order_relaxed);
-  return carried < threshold ? threshold - carried : kPartBytes;
 }
 
 // Our end's address (roles known).
@@ -266,6 +161,12 @@ std::string NeverTookPart(const LateUpgrade& u, const char* what) {
   return std::string("the peer ") + what + " (not a sanlib process?)";
 }
 
+// How long a lower end that found ConnectionThread::kMaxLateListeners moves in flight waits
+// before it looks for its turn again.
+uint64_t LateTurnWaitNs() {
+  return std::max<uint64_t>(uint64_t{Runtime::Get().config().upgrade_delay_us} * 1000, kMs);
+}
+
 // Which end we are (mu held): learned once, at the first step (a connection that never gets
 // there costs no getsockname).
 Status LearnRoles(SanSocket& s, LateUpgrade& u) {
@@ -292,7 +193,24 @@ void RetryOrFailLocked(SanSocket& s, LateUpgrade& u, const Status& why, uint64_t
   }
 }
 
-// The set-up steps that are due (mu held).
+// The upper end takes the lower end's answer to its request (mu held, phase kAnswering), waiting
+// at most `wait_ms` for it: kReady once it came, kAnswering while it has not, and a refusal
+// tried again like one at the dial.
+void TakeAnswerLocked(SanSocket& s, LateUpgrade& u, int wait_ms, uint64_t now) {
+  Status st = u.stream->endpoint().FinishConnect(wait_ms);
+  if (st.ok()) {
+    u.phase.store(LatePhase::kReady);
+  } else if (st.code() != EINPROGRESS) {
+    u.stream.reset();
+    u.phase.store(LatePhase::kConnecting);
+    RetryOrFailLocked(s, u, st, now);
+  }
+}
+
+}  // namespace
+
+namespace late {
+
 void Advance(SanSocket& s, LateUpgrade& u) {
   Runtime& rt = Runtime::Get();
   const uint64_t now = NowNs();
@@ -301,19 +219,22 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (now < u.next_ns && !ProvedByUse(u)) return;
       if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
+      if (u.lower &&
+          rt.connections().late_listener_count() >= ConnectionThread::kMaxLateListeners) {
+        // Enough moves in flight: this one waits its turn (the upper end's attempts meanwhile
+        // are refused at once and retried, late_upgrade.h). Looked at before the checks below:
+        // with thousands due at once (a pool of idle connections) most wait here, again and
+        // again, and each wait cost a getrlimit and more (378,000 in one conn-bench hold).
+        u.next_ns = now + LateTurnWaitNs();
+        rt.connections().ScheduleLate(s.fd, s.id, u.next_ns);
+        return;
+      }
       if (std::string why; !PeerUserAllowed(u, &why)) return FailLocked(s, u, why);
       if (std::string why; !ChannelFitsFdBudget(&why)) return FailLocked(s, u, why);
       u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
         u.phase.store(LatePhase::kConnecting);
         return Advance(s, u);
-      }
-      if (rt.connections().late_listener_count() >= ConnectionThread::kMaxLateListeners) {
-        // Enough moves in flight: this one waits its turn (the upper end's attempts meanwhile
-        // are refused at once and retried, late_upgrade.h).
-        u.next_ns = now + LateTurnWaitNs();
-        rt.connections().ScheduleLate(s.fd, s.id, u.next_ns);
-        return;
       }
       const proto::StreamParams params = rt.StreamParamsFor(*u.provider);
       const sockaddr_in6 where = RendezvousOf(u);
@@ -353,9 +274,10 @@ void Advance(SanSocket& s, LateUpgrade& u) {
                               u.tuple, s.fd.load(), kConnectWaitMs,
                               dialed.ok() ? dialed.value().release() : -1, true);
       if (!r.ok()) return RetryOrFailLocked(s, u, r.status(), now);
-      // The lower end's connection thread builds its half and answers; this data call does not
-      // wait for it (conn-bench hold: 10,000 idle connections echoing once each, in order, took
-      // 0.4-1.9 s instead of TCP's 0.08 s, a few ms per connection that moved).
+      // The lower end's connection thread builds its half and answers; a data call does not
+      // wait for it unless the connection is a bulk transfer (LateStep). Waiting in every call
+      // cost a few ms per connection that moved: conn-bench hold's 10,000 idle connections,
+      // echoing once each in order, took 0.4-1.9 s instead of TCP's 0.08 s.
       u.stream = std::move(r).value();
       u.phase.store(LatePhase::kAnswering);
       // An application that makes no further call soon (an idle connection) is switched by the
@@ -363,17 +285,8 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       rt.connections().ScheduleDrive(s.fd, s.id);
       [[fallthrough]];
     }
-    case LatePhase::kAnswering: {
-      Status st = u.stream->endpoint().FinishConnect(0);
-      if (st.ok()) {
-        u.phase.store(LatePhase::kReady);
-      } else if (st.code() != EINPROGRESS) {
-        u.stream.reset();
-        u.phase.store(LatePhase::kConnecting);
-        RetryOrFailLocked(s, u, st, now);
-      }
-      return;
-    }
+    case LatePhase::kAnswering:
+      return TakeAnswerLocked(s, u, 0, now);
     case LatePhase::kListening: {
       if (std::unique_ptr<proto::Stream> got = rt.connections().Claim(u.token, u.tuple)) {
         rt.connections().RemoveListener(u.token);
@@ -389,6 +302,10 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       return;
   }
 }
+
+}  // namespace late
+
+namespace {
 
 // Switches both directions to the stream (mu held, phase kReady). Nothing happens unless no
 // thread of ours is in a kernel call on the socket and the send queue has room for the wake byte.
@@ -445,91 +362,6 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
   SwitchedLocked(s, u);
   u.io.store(0);
   WakeSleepers(s);
-}
-
-// Copies iov, cut to at most `limit` bytes.
-std::vector<iovec> Limited(const iovec* iov, int iovcnt, uint64_t limit) {
-  std::vector<iovec> out;
-  for (int i = 0; i < iovcnt && limit > 0; ++i) {
-    iovec v = iov[i];
-    v.iov_len = std::min<uint64_t>(v.iov_len, limit);
-    limit -= v.iov_len;
-    out.push_back(v);
-  }
-  return out;
-}
-
-// The peer's WAKEUP count, if it came (in_mu held).
-std::optional<uint64_t> PeerEnd(LateUpgrade& u, SanSocket& s) {
-  if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) return s.stream->PeerTcpBytes();
-  // Before our own switch only the lower end can meet the peer's wake byte (the upper end
-  // switches first), and it may still have to take its half from the connection thread.
-  const LatePhase phase = u.phase.load();
-  if ((phase != LatePhase::kListening && phase != LatePhase::kReady) || !u.lower) {
-    return std::nullopt;
-  }
-  std::lock_guard<std::mutex> lock(u.mu);  // in_mu, then mu: TrySwitch only tries in_mu
-  if (u.phase.load() == LatePhase::kListening) Advance(s, u);
-  return u.stream ? u.stream->PeerTcpBytes() : std::nullopt;
-}
-
-// Counts `n` bytes just read from the kernel socket, which began at u.consumed (in_mu held): if
-// they reach the peer's wake byte -- always the last byte on TCP -- it is counted, not returned.
-// Returns the bytes that are the caller's.
-ssize_t Account(LateUpgrade& u, ssize_t n, bool peek, const std::optional<uint64_t>& end) {
-  const uint64_t first = u.consumed;
-  if (!peek) {
-    u.consumed += static_cast<uint64_t>(n);
-    CountUse(u, n);
-  }
-  if (end && first + static_cast<uint64_t>(n) > *end) {
-    if (!peek) u.peer_wake_taken = true;
-    n = static_cast<ssize_t>(*end - first);
-  }
-  return n;
-}
-
-// One nonblocking read from the kernel socket (in_mu held): at most up to and including the
-// peer's wake byte, which is counted but not returned. Returns bytes for the caller, -1 with
-// errno, 0 for the kernel's EOF (*eof set) or when only the wake byte came.
-ssize_t ReadKernel(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt, int flags,
-                   bool* eof) {
-  *eof = false;
-  std::optional<uint64_t> end = PeerEnd(u, s);
-  uint64_t limit = ~uint64_t{0};
-  // Only the upper end sends a wake byte, so only the lower end receives one.
-  const uint64_t wake_bytes = u.lower ? 1 : 0;
-  if (end) {
-    if (u.consumed > *end || (u.consumed == *end && (u.peer_wake_taken || !u.lower))) return 0;
-    limit = *end - u.consumed + wake_bytes;  // its data, then the wake byte
-  }
-  const bool peek = flags & MSG_PEEK;
-  char wake;
-  iovec wake_only{&wake, 1};
-  // The caller's iovec as it is until the peer's count is known (every read of a connection that
-  // is not moving: no copy, no allocation); cut to the count once it is.
-  std::vector<iovec> limited;
-  const iovec* v = iov;
-  size_t count = static_cast<size_t>(iovcnt);
-  if (end && u.consumed == *end) {
-    v = &wake_only;  // only the wake byte is left
-    count = 1;
-  } else if (end) {
-    limited = Limited(iov, iovcnt, limit);
-    v = limited.data();
-    count = limited.size();
-  }
-  ssize_t n = kernel::recvv(s.fd, v, count, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
-  if (n == 0) *eof = true;
-  if (n <= 0) return n;
-  if (!end) end = PeerEnd(u, s);  // the wake byte may be what woke us
-  return Account(u, n, peek, end);
-}
-
-// Whether the peer's TCP part is all read (in_mu held): up to its count, and the wake byte at
-// the lower end.
-bool TcpPartRead(const LateUpgrade& u, const std::optional<uint64_t>& end) {
-  return end && u.consumed >= *end && (!u.lower || u.peer_wake_taken);
 }
 
 }  // namespace
@@ -589,15 +421,11 @@ bool DriveLateSide(SanSocket& s) {
   if (!u.roles_known) return false;
   // The lower end: the half the peer made; the upper end: the peer's answer.
   const LatePhase taking = u.lower ? LatePhase::kListening : LatePhase::kAnswering;
-  if (u.phase.load() == taking) Advance(s, u);
+  if (u.phase.load() == taking) late::Advance(s, u);
   if (u.phase.load() == LatePhase::kAnswering) return true;  // not answered yet
   if (u.phase.load() != LatePhase::kReady) return false;
   TrySwitch(s, u);
   return u.phase.load() == LatePhase::kReady;
-}
-
-uint64_t LateTurnWaitNs() {
-  return std::max<uint64_t>(uint64_t{Runtime::Get().config().upgrade_delay_us} * 1000, kMs);
 }
 
 void OpenLateSide(SanSocket& s) {
@@ -605,7 +433,7 @@ void OpenLateSide(SanSocket& s) {
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
   if (!lock.owns_lock() || u.phase.load() != LatePhase::kWaiting) return;
   // Only the lower end's step happens here: the upper end's connect waits for the peer.
-  if (LearnRoles(s, u).ok() && u.lower) Advance(s, u);
+  if (LearnRoles(s, u).ok() && u.lower) late::Advance(s, u);
 }
 
 bool FinishLateUpgrade(SanSocket& s) {
@@ -633,312 +461,16 @@ bool LateStep(SanSocket& s) {
   }
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
   if (!lock.owns_lock()) return false;
-  Advance(s, u);
+  late::Advance(s, u);
+  // A bulk transfer waits for the answer here, in the application's call, as a call that does
+  // not wait would carry the transfer on over TCP, perhaps to its end (a 4 MiB curl download
+  // from nginx is over in 5 ms on this VM, and the lower end's connection thread, starved of
+  // CPU by the transfer itself, answered 3.6 ms after the request). Any other call only looks.
+  if (u.phase.load() == LatePhase::kAnswering && ProvedByBytes(u)) {
+    TakeAnswerLocked(s, u, kConnectWaitMs, NowNs());
+  }
   if (u.phase.load() == LatePhase::kReady) TrySwitch(s, u);
   return s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
-}
-
-namespace {
-
-// Counts a kernel data call in; false if the socket switched (the call goes to the stream).
-bool EnterKernel(SanSocket& s) {
-  LateUpgrade& u = *s.late;
-  for (;;) {
-    uint32_t v = u.io.load();
-    if (v & LateUpgrade::kSwitching) {
-      sched_yield();  // a switch takes microseconds
-      continue;
-    }
-    if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) return false;
-    if (u.io.compare_exchange_weak(v, v + 1)) {
-      if (s.mode.load(std::memory_order_acquire) != SocketMode::kShm) return true;
-      u.io.fetch_sub(1);
-      return false;
-    }
-  }
-}
-
-ssize_t Switched() {
-  errno = kLateSwitched;
-  return -1;
-}
-
-}  // namespace
-
-namespace {
-
-// A kernel send of a candidate, counted in `io` so no switch straddles it.
-template <typename Call>
-ssize_t CountedKernelCall(SanSocket& s, Call call) {
-  if (!EnterKernel(s)) return Switched();
-  const ssize_t n = call();
-  const int err = errno;
-  CountUse(*s.late, n);
-  s.late->io.fetch_sub(1);
-  errno = err;
-  return n;
-}
-
-// How long a blocking part waits, at most, for the send queue to drain enough for the switch.
-constexpr int kDrainForSwitchMs = 200;
-
-// A blocking bulk send or sendfile in parts (late_upgrade.h): `send_part(limit)` hands the kernel
-// at most `limit` bytes of what is left (the count it returns, -1 with errno), `advance(n)` takes
-// n bytes off and says whether nothing is left. Between parts, a set-up step: once the socket
-// switched, the caller sends the rest over the stream; once the upgrade failed, the rest goes in
-// one kernel call, as without us.
-template <typename SendPart, typename TakeOff>
-ssize_t SendInParts(SanSocket& s, SendPart send_part, TakeOff advance) {
-  size_t total = 0;
-  for (;;) {
-    const uint64_t limit = LatePending(s) ? PartLimit(*s.late) : ~uint64_t{0};
-    const ssize_t n = CountedKernelCall(s, [&] { return send_part(limit); });
-    // After a part went out, an error shows at the next call (as the kernel's would), and a
-    // switch means the caller sends the rest over the stream.
-    if (n < 0) return total > 0 ? static_cast<ssize_t>(total) : n;
-    total += static_cast<size_t>(n);
-    if (advance(static_cast<size_t>(n)) || static_cast<uint64_t>(n) < limit) {
-      return static_cast<ssize_t>(
-          total);  // all of it, or the kernel took less (a signal, a timeout)
-    }
-    if (LateStep(s)) return static_cast<ssize_t>(total);  // switched: the rest goes over shm
-    // The channel is made; the upper end's switch waits for room in the send queue for its wake
-    // byte (TrySwitch: at most half the send buffer queued), and a blocking part leaves the
-    // queue full. Let it drain, bounded: this call would block on the full queue anyway, and
-    // POLLOUT (a third of the buffer free) is not enough -- behind a slow reader the next part
-    // refilled the queue every time and the move never happened (1 run in 2 under ASan).
-    for (int waited = 0; waited < kDrainForSwitchMs && s.late->phase.load() == LatePhase::kReady;
-         ++waited) {
-      kernel::poll(nullptr, 0, 1);
-      if (LateStep(s)) return static_cast<ssize_t>(total);
-    }
-  }
-}
-
-bool Blocking(const SanSocket& s, int flags) {
-  return !(flags & MSG_DONTWAIT) && !s.nonblocking.load(std::memory_order_relaxed);
-}
-
-}  // namespace
-
-ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
-  size_t want = 0;
-  for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
-  if (!Blocking(s, flags) || want <= PartLimit(*s.late)) {
-    return CountedKernelCall(
-        s, [&] { return kernel::sendv(s.fd, iov, static_cast<size_t>(iovcnt), flags); });
-  }
-  IovRemainder rest(iov, iovcnt);
-  return SendInParts(
-      s,
-      [&](uint64_t limit) {
-        std::vector<iovec> part = Limited(rest.data(), rest.count(), limit);
-        return kernel::sendv(s.fd, part.data(), part.size(), flags);
-      },
-      [&](size_t n) { return rest.Advance(n); });
-}
-
-ssize_t LateKernelSendFile(SanSocket& s, int in_fd, off_t* offset, size_t count) {
-  if (!Blocking(s, 0) || count <= PartLimit(*s.late)) {
-    return CountedKernelCall(s, [&] { return kernel::sendfile(s.fd, in_fd, offset, count); });
-  }
-  size_t left = count;
-  return SendInParts(
-      s,
-      [&](uint64_t limit) {
-        return kernel::sendfile(s.fd, in_fd, offset, std::min<uint64_t>(left, limit));
-      },
-      [&](size_t n) { return (left -= n) == 0; });
-}
-
-namespace {
-
-// The read that returned data also took the peer's wake byte: switch now, not at the next call.
-// Nothing more comes on TCP, and the peer's next bytes wait for our WAKEUP: a program that goes
-// back to sleep in the kernel (epoll) on this socket would wait for nothing.
-void SwitchIfPeerDid(SanSocket& s) {
-  bool taken;
-  {
-    std::lock_guard<std::mutex> reading(s.late->in_mu);
-    taken = s.late->peer_wake_taken;
-  }
-  if (taken && s.mode.load(std::memory_order_acquire) != SocketMode::kShm) LateStep(s);
-}
-
-// Whether the peer may switch, and its wake byte arrive, before this end has switched: only at
-// the lower end, once its rendezvous is open (the upper end switches first).
-bool PeerMaySwitchFirst(const LateUpgrade& u) {
-  const LatePhase phase = u.phase.load();
-  return (phase == LatePhase::kListening || phase == LatePhase::kReady) && u.lower;
-}
-
-// A blocking read while the peer cannot switch before us: the kernel's own, as cheap as on any
-// TCP socket (in_mu held across it: a switch waits for it, another reader queues behind it).
-// The bytes are counted, and a wake byte that came all the same (another thread of ours opened
-// the rendezvous meanwhile) is dropped as in ReadKernel. nullopt: not possible now.
-std::optional<ssize_t> BlockingRead(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt,
-                                    int flags) {
-  if ((flags & (MSG_WAITALL | MSG_DONTWAIT)) || PeerMaySwitchFirst(u)) return std::nullopt;
-  std::lock_guard<std::mutex> reading(u.in_mu);
-  if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) return Switched();
-  const ssize_t got = kernel::recvv(s.fd, iov, static_cast<size_t>(iovcnt), flags);
-  if (got <= 0) return got;
-  const ssize_t n = Account(u, got, flags & MSG_PEEK, PeerEnd(u, s));
-  if (n == 0) return std::nullopt;  // only the wake byte: go on as the peer switched
-  return n;
-}
-
-}  // namespace
-
-ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
-  LateUpgrade& u = *s.late;
-  const bool nonblocking = (flags & MSG_DONTWAIT) || s.nonblocking.load(std::memory_order_relaxed);
-  if (!nonblocking) {
-    if (std::optional<ssize_t> n = BlockingRead(s, u, iov, iovcnt, flags)) {
-      SwitchIfPeerDid(s);
-      return *n;
-    }
-  }
-  const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nonblocking;
-  IovRemainder rest(iov, iovcnt);
-  size_t total = 0;
-  CallDeadline deadline;
-  // Never asleep inside the kernel's recv: the peer's switch must find us (the wake byte makes
-  // the socket readable, and then the stream carries what follows).
-  for (;;) {
-    ssize_t n;
-    bool eof = false;
-    {
-      std::lock_guard<std::mutex> reading(u.in_mu);
-      if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) {
-        if (total > 0) return static_cast<ssize_t>(total);
-        return Switched();
-      }
-      n = ReadKernel(s, u, rest.data(), rest.count(), flags, &eof);
-    }
-    const int err = errno;
-    if (n > 0) {
-      total += static_cast<size_t>(n);
-      if (rest.Advance(static_cast<size_t>(n)) || !waitall) {
-        SwitchIfPeerDid(s);
-        return static_cast<ssize_t>(total);
-      }
-      continue;
-    }
-    if (eof || (n < 0 && err != EAGAIN && err != EWOULDBLOCK)) {
-      if (total > 0) return static_cast<ssize_t>(total);
-      errno = err;
-      return n < 0 ? -1 : 0;
-    }
-    // Nothing, or only the peer's wake byte: our own switch is next, then the stream.
-    if (LateStep(s)) {
-      if (total > 0) return static_cast<ssize_t>(total);
-      // Woken by the wake byte alone: the peer switched and may hold bytes back only until our
-      // WAKEUP opened its window. Waiting a little for them spares a program that took the
-      // wake-up for data a false alarm (wrk reads once per readiness; EAGAIN is an error there).
-      AwaitFirstBytes(s);
-      return Switched();
-    }
-    if (nonblocking) {
-      if (total > 0) return static_cast<ssize_t>(total);
-      errno = EAGAIN;
-      return -1;
-    }
-    const uint64_t now = NowNs();
-    if (deadline.first_wait_ns == 0) {
-      deadline.first_wait_ns = now;
-      deadline.deadline_ns = TimeoutDeadline(s, false, now);
-    }
-    if (now >= deadline.deadline_ns) {
-      if (total > 0) return static_cast<ssize_t>(total);
-      errno = EAGAIN;
-      return -1;
-    }
-    int nap = LatePending(s) ? kLateNapMs : -1;
-    if (deadline.deadline_ns != kNoDeadline) {
-      const int left = static_cast<int>((deadline.deadline_ns - now + 999999) / 1000000);
-      nap = nap < 0 ? left : std::min(nap, left);
-    }
-    pollfd p{s.fd, POLLIN, 0};
-    if (kernel::poll(&p, 1, nap) < 0 && errno == EINTR) {
-      if (total > 0) return static_cast<ssize_t>(total);
-      errno = EINTR;
-      return -1;
-    }
-  }
-}
-
-bool InflowPending(SanSocket& s) {
-  return s.late && !s.late->inflow_done.load(std::memory_order_acquire) &&
-         s.late->phase.load() == LatePhase::kSwitched;
-}
-
-ssize_t InflowRecv(SanSocket& s, const iovec* iov, int iovcnt, bool peek) {
-  LateUpgrade& u = *s.late;
-  bool only_the_wake_byte = false;
-  {
-    std::lock_guard<std::mutex> reading(u.in_mu);
-    if (u.inflow_done.load()) return Switched();
-    bool eof = false;
-    const bool wake_before = u.peer_wake_taken;
-    const ssize_t n = ReadKernel(s, u, iov, iovcnt, peek ? MSG_PEEK : 0, &eof);
-    const int err = errno;
-    std::optional<uint64_t> end = s.stream->PeerTcpBytes();
-    if (TcpPartRead(u, end)) u.inflow_done.store(true, std::memory_order_release);
-    if (n > 0) return n;
-    // The peer closed its kernel socket without moving (it gave up, or died): everything it
-    // sent came that way, and this is its end, as the kernel socket says (here and later).
-    if (eof) return 0;
-    if (n < 0 && !(end && u.consumed >= *end)) {
-      errno = err;
-      return -1;
-    }
-    only_the_wake_byte = !wake_before && u.peer_wake_taken;
-  }
-  // The stream's turn. A read that found only the wake byte was woken by it: the program took
-  // the wake-up for data, and the peer's next bytes wait only for our WAKEUP (sent just now).
-  if (only_the_wake_byte && !peek) AwaitFirstBytes(s);
-  return Switched();
-}
-
-size_t LateReadable(SanSocket& s) {
-  LateUpgrade& u = *s.late;
-  std::lock_guard<std::mutex> reading(u.in_mu);
-  int queued = 0;
-  if (kernel::ioctl(s.fd, FIONREAD, &queued) != 0 || queued < 0) queued = 0;
-  const bool shm = s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
-  if (shm && u.inflow_done.load()) return s.stream->Available();
-  std::optional<uint64_t> end = PeerEnd(u, s);
-  if (!end) return static_cast<size_t>(queued);
-  const uint64_t tcp_left = *end > u.consumed ? *end - u.consumed : 0;
-  if (tcp_left > 0) return static_cast<size_t>(std::min<uint64_t>(tcp_left, queued));
-  return shm ? s.stream->Available() : 0;
-}
-
-short InflowRevents(SanSocket& s) {
-  if (!InflowPending(s)) return 0;
-  LateUpgrade& u = *s.late;
-  {
-    std::lock_guard<std::mutex> reading(u.in_mu);
-    std::optional<uint64_t> end = s.stream->PeerTcpBytes();
-    if (end && u.consumed >= *end) {
-      // Only the wake byte can be left: take it now rather than report it as data (ReadKernel
-      // reads nothing else past the peer's count).
-      char unused;
-      const iovec one{&unused, 1};
-      bool eof = false;
-      ReadKernel(s, u, &one, 1, 0, &eof);
-      if (TcpPartRead(u, end)) u.inflow_done.store(true, std::memory_order_release);
-      return 0;  // the stream's readiness tells the rest
-    }
-  }
-  pollfd p{s.fd, POLLIN, 0};
-  return kernel::poll(&p, 1, 0) > 0 ? static_cast<short>(p.revents & (POLLIN | POLLRDHUP)) : 0;
-}
-
-bool SettleReadable(SanSocket& s) {
-  if (!SanlibCarries(s)) return false;
-  return s.mode.load(std::memory_order_acquire) == SocketMode::kShm || LateStep(s);
 }
 
 }  // namespace san

@@ -142,10 +142,6 @@ void AwaitPeerWindow(SanSocket& s);
 // move up and talks in band).
 bool FinishLateUpgrade(SanSocket& s);
 
-// How long a lower end that found ConnectionThread::kMaxLateListeners moves in flight waits
-// before it looks for its turn again.
-uint64_t LateTurnWaitNs();
-
 // The connection thread's step when the delay has passed: opens the lower end's private
 // rendezvous (the upper end connects from its own next call; this thread never waits for a
 // peer). Does nothing if another thread is taking a step.

@@ -515,7 +515,7 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 // Under the late set-up a worker or client killed right after it switched left its peer a
 // zero byte (its wake byte read as data) about once in nine runs beside a busy loop; the
 // connection thread and the FIN's count were the cause (late_upgrade.cc FailLocked,
-// KernelBytesConsumed; connection_thread.cc DropBrokenLocked).
+// late_counts.h KernelBytesConsumed; connection_thread.cc DropBrokenLocked).
 INSTANTIATE_TEST_SUITE_P(SetUps, Chaos,
                          ::testing::Values(Case{"eager", false}, Case{"eager", true},
                                            Case{"late", false}, Case{"late", true}),
