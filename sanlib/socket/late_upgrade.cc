@@ -330,8 +330,14 @@ void TrySwitch(SanSocket& s, LateUpgrade& u) {
   Result<uint64_t> consumed = KernelBytesConsumed(fd);
   Status st = !written.ok() ? written.status() : !consumed.ok() ? consumed.status() : Status::Ok();
   // Our own count must agree with the kernel's: a read we did not see (a raw system call) would
-  // put the peer's wake byte in the wrong place.
-  if (st.ok() && consumed.value() != u.consumed) st = Status(EPROTO, "unseen reads");
+  // put the peer's wake byte in the wrong place. The move is given up then, and the kernel's
+  // count is the one to go on with: if the peer switched all the same, this end reads its TCP
+  // bytes up to the peer's count on the aborted stream (FailLocked), and must not take the wake
+  // byte for one of them.
+  if (st.ok() && consumed.value() != u.consumed) {
+    u.consumed = consumed.value();
+    st = Status(EPROTO, "unseen reads");
+  }
   if (st.ok()) st = u.stream->Start(written.value());
   if (st.ok() && !u.lower) {
     // A lower end that gave up aborts the stream before it looks for our WAKEUP (FailLocked):

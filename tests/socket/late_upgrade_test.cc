@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -337,7 +338,8 @@ bool DriveUpperEndToShm(int upper) {
   return ModeOf(upper) == SAN_MODE_SHM;
 }
 
-void MoveUpperEnd(MovedPair* m) {
+// `sent_first`: bytes the upper end sends over TCP (Pattern) before it moves.
+void MoveUpperEnd(MovedPair* m, size_t sent_first = 0) {
   uint16_t port = 0;
   m->lfd = Listen(&port);
   ASSERT_GE(m->lfd, 0);
@@ -351,6 +353,9 @@ void MoveUpperEnd(MovedPair* m) {
   const bool client_upper = ntohs(local.sin_port) > port;
   m->upper = client_upper ? m->c : m->a;
   m->lower = client_upper ? m->a : m->c;
+  std::vector<uint8_t> out(sent_first);
+  for (size_t k = 0; k < sent_first; ++k) out[k] = Pattern(k);
+  ASSERT_TRUE(SendAll(m->upper, out.data(), out.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
   ASSERT_TRUE(DriveUpperEndToShm(m->upper));
 }
@@ -404,6 +409,41 @@ TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
   EXPECT_TRUE(read_ok);
   EXPECT_EQ(memcmp(got, out, sizeof out), 0);
   EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
+}
+
+// The lower end must give the move up after its peer switched: here a read the library did not
+// see (a raw system call) makes its count of the bytes read differ from the kernel's, and the
+// switch is refused. Staying kernel TCP would hand its program the peer's wake byte as data and
+// then wait for bytes that went to shm; it switches on the aborted stream instead
+// (SwitchAbortedLocked): its program reads the rest of the peer's TCP bytes -- counted from what
+// the kernel says was read, raw read included, so the wake byte is never among them -- then
+// ECONNRESET, and the peer learns of the reset too. Done before the lower end's connection thread
+// would switch it (20 ms after its peer came).
+TEST(LateUpgrade, LowerEndGivingUpAfterThePeerSwitchedReadsTcpBytesThenReset) {
+  constexpr size_t kSent = 1000;
+  MovedPair m;
+  ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m, kSent));
+  uint8_t first = 0;
+  ASSERT_EQ(syscall(SYS_recvfrom, m.lower, &first, 1, 0, nullptr, nullptr), 1);  // unseen
+  EXPECT_EQ(first, Pattern(0));
+  std::vector<uint8_t> in(kSent + 64);
+  size_t got = 0;
+  ssize_t n;
+  while ((n = san_recv(m.lower, in.data() + got, in.size() - got, 0)) > 0) {
+    got += static_cast<size_t>(n);
+  }
+  const int err = errno;
+  EXPECT_EQ(n, -1);
+  EXPECT_EQ(err, ECONNRESET) << strerror(err);
+  ASSERT_EQ(got, kSent - 1) << "a stray wake byte, or bytes lost";
+  for (size_t k = 0; k + 1 < kSent; ++k) ASSERT_EQ(in[k], Pattern(k + 1)) << "byte " << k;
+  EXPECT_EQ(ModeOf(m.lower), SAN_MODE_SHM);
+  ssize_t sent = 0;
+  for (int i = 0; i < 200 && sent >= 0; ++i) {
+    sent = san_send(m.upper, "x", 1, MSG_NOSIGNAL);
+    if (sent >= 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_LT(sent, 0) << "the upper end never learned of the reset";
 }
 
 // The end that switches first dies at once, before the other end follows: what the other end's
