@@ -34,6 +34,10 @@
 // Any failure before a switch leaves the connection plain TCP with the reason in sanstat; an end
 // never switches while another process holds the socket (fork) or after it shut down writing.
 //
+// Where: the set-up's steps and the switch in late_upgrade.cc; a candidate's data calls (the
+// functions from AwaitPeerWindow on, and LateKernelSend ... SettleReadable) in late_io.cc; the
+// kernel's byte counts in late_counts.h; fork in late_fork.h.
+//
 // Thread-safety: the steps run under LateUpgrade::mu, taken with try_lock on the data path (a
 // step another thread is running is not waited for). `io` counts this process's kernel data calls
 // in progress on the socket; the switch claims it at zero, so no call straddles the switch.
