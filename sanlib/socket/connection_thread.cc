@@ -245,7 +245,9 @@ void ConnectionThread::ScheduleDrive(int fd, uint64_t socket_id) {
   bool first;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!running_) return;
+    // Started if need be (a fork child's starts at its first new socket): a move under way that
+    // nobody drives leaves the peer waiting for our WAKEUP.
+    if (stopping_ || !StartThreadLocked().ok()) return;
     first = InsertDriveLocked(fd, socket_id);
   }
   if (first) eventfd_write(control_.get(), 1);

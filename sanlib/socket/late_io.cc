@@ -304,6 +304,10 @@ bool PeerMaySwitchFirst(const LateUpgrade& u) {
 std::optional<ssize_t> BlockingRead(SanSocket& s, LateUpgrade& u, const iovec* iov, int iovcnt,
                                     int flags) {
   if ((flags & (MSG_WAITALL | MSG_DONTWAIT)) || PeerMaySwitchFirst(u)) return std::nullopt;
+  // Nor at the upper end while its move is under way: asleep in the kernel, holding in_mu, it
+  // could not be switched by its connection thread (DriveLateSide), and the lower end, holding
+  // its half, would wait for its WAKEUP until its next call.
+  if (late::Underway(u.phase.load()) && !u.lower) return std::nullopt;
   std::lock_guard<std::mutex> reading(u.in_mu);
   if (s.mode.load(std::memory_order_acquire) == SocketMode::kShm) return Switched();
   const ssize_t got = kernel::recvv(s.fd, iov, static_cast<size_t>(iovcnt), flags);

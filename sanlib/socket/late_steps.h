@@ -1,10 +1,12 @@
-// The one set-up step a late candidate's data path (late_io.cc) takes itself: a lower end whose
-// read meets the peer's wake byte takes the half of the channel its peer made first (PeerEnd).
-// Internal to the late upgrade's two files: late_upgrade.cc (the set-up) and late_io.cc (the data
-// calls of a candidate); other callers use late_upgrade.h.
+// What a late candidate's data path (late_io.cc) needs of the set-up (late_upgrade.cc): the
+// set-up's steps (a lower end whose read meets the peer's wake byte takes the half of the channel
+// its peer made first: PeerEnd), and which phases have a move under way. Internal to those two
+// files; other callers use late_upgrade.h.
 //
 // Thread-safety: the caller holds the candidate's LateUpgrade::mu.
 #pragma once
+
+#include "sanlib/socket/late_upgrade.h"
 
 namespace san {
 
@@ -16,6 +18,12 @@ namespace late {
 // The set-up steps that are due (late_upgrade.h): open the lower end's private rendezvous, reach
 // the peer's, take the half the peer made or the answer to our request.
 void Advance(SanSocket& s, LateUpgrade& u);
+
+// Whether the upper end's request reached the peer's side: the channel is made, or its answer is
+// on the way.
+inline bool Underway(LatePhase phase) {
+  return phase == LatePhase::kAnswering || phase == LatePhase::kReady;
+}
 
 }  // namespace late
 }  // namespace san

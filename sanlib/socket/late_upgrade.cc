@@ -33,8 +33,9 @@ constexpr uint64_t kListenForNs = 10000 * kMs;
 constexpr uint64_t kRetryBaseNs = kMs / 10;
 constexpr uint32_t kMaxAttempts = 24;
 constexpr uint32_t kDoublings = 14;
-// How long the upper end waits for the lower end's connection thread to answer its connect (it
-// looks at each of its data calls, never waiting in one); past it the connection stays TCP.
+// How long the upper end waits for the lower end's connection thread to answer its connect;
+// past it the connection stays TCP. It looks at each of its data calls without waiting in one,
+// except in a bulk transfer's (LateStep).
 constexpr int kConnectWaitMs = 200;
 // How long the end of a move (close, shutdown, fd passing) at the lower end waits for the upper
 // end's switch, which obliges it to follow (EndLateUpgrade).
@@ -109,23 +110,17 @@ bool TakeLastComer(LateUpgrade& u) {
   return true;
 }
 
-// Whether the connection has proved itself by use -- carried SAN_UPGRADE_BYTES over TCP, or
-// SAN_UPGRADE_CALLS data calls that moved bytes -- so the delay no longer applies.
 // Whether the connection has carried SAN_UPGRADE_BYTES over TCP: a bulk transfer is under way.
 bool ProvedByBytes(const LateUpgrade& u) {
   const uint64_t bytes = Runtime::Get().config().upgrade_bytes;
   return bytes != 0 && u.carried.load(std::memory_order_relaxed) >= bytes;
 }
 
+// Whether the connection has proved itself by use -- carried SAN_UPGRADE_BYTES over TCP, or
+// SAN_UPGRADE_CALLS data calls that moved bytes -- so the delay no longer applies.
 bool ProvedByUse(const LateUpgrade& u) {
   const uint32_t calls = Runtime::Get().config().upgrade_calls;
   return ProvedByBytes(u) || (calls != 0 && u.calls.load(std::memory_order_relaxed) >= calls);
-}
-
-// Whether the upper end's request reached the peer's side: the channel is made, or its answer is
-// on the way.
-bool Underway(LatePhase phase) {
-  return phase == LatePhase::kAnswering || phase == LatePhase::kReady;
 }
 
 // Our end's address (roles known).
@@ -225,8 +220,11 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         // are refused at once and retried, late_upgrade.h). Looked at before the checks below:
         // with thousands due at once (a pool of idle connections) most wait here, again and
         // again, and each wait cost a getrlimit and more (378,000 in one conn-bench hold).
+        // One look at a time is scheduled: a connection proved by use takes this step at every
+        // data call, and each used to queue another.
         u.next_ns = now + LateTurnWaitNs();
-        rt.connections().ScheduleLate(s.fd, s.id, u.next_ns);
+        if (!u.turn_scheduled) rt.connections().ScheduleLate(s.fd, s.id, u.next_ns);
+        u.turn_scheduled = true;
         return;
       }
       if (std::string why; !PeerUserAllowed(u, &why)) return FailLocked(s, u, why);
@@ -311,8 +309,14 @@ namespace {
 // thread of ours is in a kernel call on the socket and the send queue has room for the wake byte.
 void TrySwitch(SanSocket& s, LateUpgrade& u) {
   // The upper end goes first; the lower end follows its WAKEUP, so every wake byte reaches an
-  // end that holds the stream which tells where it lies.
-  if (u.lower && !u.stream->PeerTcpBytes()) return;
+  // end that holds the stream which tells where it lies. An upper end that gave the move up
+  // (closed before it took our answer, say) aborted the stream without a WAKEUP and sends no wake
+  // byte: this end stays TCP at once, rather than wait for it (its reads nap, its close waited
+  // 200 ms). FailLocked looks for a WAKEUP once more after its own abort.
+  if (u.lower && !u.stream->PeerTcpBytes()) {
+    if (u.stream->GetReadiness().error != 0) FailLocked(s, u, "the peer gave the move up");
+    return;
+  }
   const int fd = s.fd.load();
   int queued = 0, sndbuf = 0;
   socklen_t len = sizeof sndbuf;
@@ -404,15 +408,20 @@ void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {
       if (try_switch) {
         // A peer that came is taken first: the upper end switches as soon as it holds its half.
         if (u.phase.load() == LatePhase::kListening) TakeLastComer(u);
+        // An answer already there is taken (a look: an upper end that closes before the answer
+        // came gives the move up, and the lower end stays TCP too).
+        if (u.phase.load() == LatePhase::kAnswering) TakeAnswerLocked(s, u, 0, NowNs());
         if (u.phase.load() == LatePhase::kReady) TrySwitch(s, u);
       }
       const LatePhase phase = u.phase.load();
       if (phase == LatePhase::kSwitched || phase == LatePhase::kFailed) return;
       // Giving up aborts the channel, which is harmless until the upper end switched. The upper
-      // end switches as soon as it holds its half, so once the lower end holds its own the
-      // upper's WAKEUP is usually on its way, and the lower end must follow or the peer's
-      // connection is reset: it waits for it (bounded; an upper end that cannot switch meanwhile
-      // -- its send queue stays full -- learns of the abort at its next try and stays TCP).
+      // end switches once it took the lower end's answer (at its next call, or from its
+      // connection thread), so once the lower end holds its half the upper's WAKEUP may be on
+      // its way, and the lower end must follow or the peer's connection is reset: it waits for
+      // it (bounded, and no longer once the peer gave up: TrySwitch; an upper end that cannot
+      // switch meanwhile -- its send queue stays full -- learns of the abort at its next try and
+      // stays TCP).
       const bool peer_may_switch = try_switch && phase == LatePhase::kReady && u.lower;
       if (!peer_may_switch || NowNs() >= deadline) return FailLocked(s, u, why);
     }
@@ -438,7 +447,8 @@ void OpenLateSide(SanSocket& s) {
   LateUpgrade& u = *s.late;
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
   if (!lock.owns_lock() || u.phase.load() != LatePhase::kWaiting) return;
-  // Only the lower end's step happens here: the upper end's connect waits for the peer.
+  // Only the lower end's step happens here: the upper end dials from its own data calls.
+  u.turn_scheduled = false;  // this is the look that was scheduled (Advance)
   if (LearnRoles(s, u).ok() && u.lower) late::Advance(s, u);
 }
 
@@ -447,7 +457,7 @@ bool FinishLateUpgrade(SanSocket& s) {
   // looking for its peer is given up, and the peer (asked the same) gives up too.
   if (LateStep(s)) return true;
   const uint64_t deadline = NowNs() + 5000 * kMs;
-  while (LatePending(s) && Underway(s.late->phase.load()) && NowNs() < deadline) {
+  while (LatePending(s) && late::Underway(s.late->phase.load()) && NowNs() < deadline) {
     if (LateStep(s)) return true;
     kernel::poll(nullptr, 0, 1);  // the peer takes its steps meanwhile
   }

@@ -338,8 +338,10 @@ bool DriveUpperEndToShm(int upper) {
   return ModeOf(upper) == SAN_MODE_SHM;
 }
 
-// `sent_first`: bytes the upper end sends over TCP (Pattern) before it moves.
-void MoveUpperEnd(MovedPair* m, size_t sent_first = 0) {
+// `sent_first`: bytes the upper end sends over TCP (Pattern) before it moves; `before_move` runs
+// once they were sent.
+void MoveUpperEnd(MovedPair* m, size_t sent_first = 0,
+                  const std::function<void()>& before_move = nullptr) {
   uint16_t port = 0;
   m->lfd = Listen(&port);
   ASSERT_GE(m->lfd, 0);
@@ -356,6 +358,7 @@ void MoveUpperEnd(MovedPair* m, size_t sent_first = 0) {
   std::vector<uint8_t> out(sent_first);
   for (size_t k = 0; k < sent_first; ++k) out[k] = Pattern(k);
   ASSERT_TRUE(SendAll(m->upper, out.data(), out.size()));
+  if (before_move) before_move();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
   ASSERT_TRUE(DriveUpperEndToShm(m->upper));
 }
@@ -417,14 +420,19 @@ TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
 // then wait for bytes that went to shm; it switches on the aborted stream instead
 // (SwitchAbortedLocked): its program reads the rest of the peer's TCP bytes -- counted from what
 // the kernel says was read, raw read included, so the wake byte is never among them -- then
-// ECONNRESET, and the peer learns of the reset too. Done before the lower end's connection thread
-// would switch it (20 ms after its peer came).
+// ECONNRESET, and the peer learns of the reset too. The raw read comes before the move, so
+// whichever takes the lower end's step (its program or its connection thread) finds it.
 TEST(LateUpgrade, LowerEndGivingUpAfterThePeerSwitchedReadsTcpBytesThenReset) {
   constexpr size_t kSent = 1000;
   MovedPair m;
-  ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m, kSent));
   uint8_t first = 0;
-  ASSERT_EQ(syscall(SYS_recvfrom, m.lower, &first, 1, 0, nullptr, nullptr), 1);  // unseen
+  ssize_t raw = 0;
+  ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m, kSent, [&] {
+    pollfd p{m.lower, POLLIN, 0};
+    ::poll(&p, 1, 5000);
+    raw = syscall(SYS_recvfrom, m.lower, &first, 1, 0, nullptr, nullptr);  // unseen
+  }));
+  ASSERT_EQ(raw, 1);
   EXPECT_EQ(first, Pattern(0));
   std::vector<uint8_t> in(kSent + 64);
   size_t got = 0;

@@ -338,7 +338,7 @@ void ShmEndpoint::CheckPeerAlive(bool force) const {
 
 Status ShmEndpoint::Connect(const sockaddr* server, socklen_t len, const ConnectData& data) {
   UniqueFd dialed(data.dialed_fd);  // ours from here on, whatever happens (Provider::Dial)
-  if (parts_.side != Side::kClient || parts_.rendezvous.valid()) {
+  if (parts_.side != Side::kClient || parts_.rendezvous.valid() || answering_.valid()) {
     return Status(EISCONN, "Connect");
   }
   if (data.length > ConnectData::kMax) return Status(EINVAL, "Connect: data length");
