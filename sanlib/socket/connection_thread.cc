@@ -226,31 +226,29 @@ bool ConnectionThread::InsertLateLocked(const LateDue& d) {
   return late_.insert(at, d) == late_.begin();
 }
 
-bool ConnectionThread::InsertDriveLocked(int fd, uint64_t socket_id) {
-  return InsertLateLocked(LateDue{fd, socket_id, NowNs() + kDriveAfterNs, kDriveTries});
+ConnectionThread::LateDue ConnectionThread::DriveDue(int fd, uint64_t socket_id) {
+  return LateDue{fd, socket_id, NowNs() + kDriveAfterNs, kDriveTries};
 }
 
-void ConnectionThread::ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns) {
+void ConnectionThread::Schedule(const LateDue& d, bool start) {
   bool first;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!running_) return;
-    first = InsertLateLocked(LateDue{fd, socket_id, due_ns});
+    if (start ? (stopping_ || !StartThreadLocked().ok()) : !running_) return;
+    first = InsertLateLocked(d);
   }
   // Asleep for longer than this one's delay only if it is the first due.
   if (first) eventfd_write(control_.get(), 1);
 }
 
+void ConnectionThread::ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns) {
+  Schedule(LateDue{fd, socket_id, due_ns}, false);
+}
+
 void ConnectionThread::ScheduleDrive(int fd, uint64_t socket_id) {
-  bool first;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Started if need be (a fork child's starts at its first new socket): a move under way that
-    // nobody drives leaves the peer waiting for our WAKEUP.
-    if (stopping_ || !StartThreadLocked().ok()) return;
-    first = InsertDriveLocked(fd, socket_id);
-  }
-  if (first) eventfd_write(control_.get(), 1);
+  // Started if need be (a fork child's starts at its first new socket): a move under way that
+  // nobody drives leaves the peer waiting for our WAKEUP.
+  Schedule(DriveDue(fd, socket_id), true);
 }
 
 void ConnectionThread::RunDueLateLocked(std::unique_lock<std::mutex>& lock) {
@@ -575,7 +573,7 @@ void ConnectionThread::Settle(proto::Stream* s, Status st) {
     if (st.ok() && it != pending_.end() && it->late) {
       for (const Served& v : served_) {
         if (v.listen_fd == it->listen_fd && v.late_fd >= 0) {
-          InsertDriveLocked(v.late_fd, v.late_socket_id);
+          InsertLateLocked(DriveDue(v.late_fd, v.late_socket_id));
         }
       }
     }

@@ -196,7 +196,11 @@ class ConnectionThread {
   std::vector<LateDue> late_;  // in due order (mu_)
   // Inserts in due order; true if it is the first due now.
   bool InsertLateLocked(const LateDue& d);
-  bool InsertDriveLocked(int fd, uint64_t socket_id);
+  // Queues `d` and wakes the thread if it is the first due; `start`: starts the thread if it is
+  // not running (else nothing is queued then).
+  void Schedule(const LateDue& d, bool start);
+  // A drive of a late candidate's switch (DriveLateSide), from kDriveAfterNs on.
+  static LateDue DriveDue(int fd, uint64_t socket_id);
   // When, how often and how many times a switch is driven once the peer came (DriveLateSide).
   // Not at once: an application that makes calls on the socket switches it itself within
   // microseconds, and with the thread switching such sockets too, wrk against nginx under sanrun

@@ -2,21 +2,16 @@
 // set-up's steps (a lower end whose read meets the peer's wake byte takes the half of the channel
 // its peer made first: PeerEnd), and which phases have a move under way. Internal to those two
 // files; other callers use late_upgrade.h.
-//
-// Thread-safety: the caller holds the candidate's LateUpgrade::mu.
 #pragma once
 
 #include "sanlib/socket/late_upgrade.h"
 
 namespace san {
-
-struct SanSocket;
-struct LateUpgrade;
-
 namespace late {
 
 // The set-up steps that are due (late_upgrade.h): open the lower end's private rendezvous, reach
-// the peer's, take the half the peer made or the answer to our request.
+// the peer's, take the half the peer made or the answer to our request. The caller holds the
+// candidate's LateUpgrade::mu.
 void Advance(SanSocket& s, LateUpgrade& u);
 
 // Whether the upper end's request reached the peer's side: the channel is made, or its answer is

@@ -221,10 +221,13 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         // with thousands due at once (a pool of idle connections) most wait here, again and
         // again, and each wait cost a getrlimit and more (378,000 in one conn-bench hold).
         // One look at a time is scheduled: a connection proved by use takes this step at every
-        // data call, and each used to queue another.
+        // data call, and each used to queue another. Another once the last one's time has come
+        // (it ran, or it found a data call taking this very step and did nothing).
         u.next_ns = now + LateTurnWaitNs();
-        if (!u.turn_scheduled) rt.connections().ScheduleLate(s.fd, s.id, u.next_ns);
-        u.turn_scheduled = true;
+        if (u.turn_look_ns <= now) {
+          u.turn_look_ns = u.next_ns;
+          rt.connections().ScheduleLate(s.fd, s.id, u.next_ns);
+        }
         return;
       }
       if (std::string why; !PeerUserAllowed(u, &why)) return FailLocked(s, u, why);
@@ -448,7 +451,6 @@ void OpenLateSide(SanSocket& s) {
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
   if (!lock.owns_lock() || u.phase.load() != LatePhase::kWaiting) return;
   // Only the lower end's step happens here: the upper end dials from its own data calls.
-  u.turn_scheduled = false;  // this is the look that was scheduled (Advance)
   if (LearnRoles(s, u).ok() && u.lower) late::Advance(s, u);
 }
 

@@ -82,9 +82,9 @@ struct LateUpgrade {
   std::mutex mu;
   static constexpr uint32_t kSwitching = 1u << 31;
   std::atomic<uint32_t> io{0};  // kernel data calls in progress | kSwitching
-  // A lower end waiting its turn (ConnectionThread::kMaxLateListeners) has a look scheduled at
-  // its connection thread (mu).
-  bool turn_scheduled = false;
+  // A lower end waiting its turn (ConnectionThread::kMaxLateListeners): when the look its
+  // connection thread takes next is due (mu; 0: none scheduled).
+  uint64_t turn_look_ns = 0;
   // Came through a fork (late_fork.h): moves only once no other process holds it, looked at
   // no earlier than hold_check_ns.
   std::atomic<bool> forked{false};

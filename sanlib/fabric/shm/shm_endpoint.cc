@@ -402,10 +402,11 @@ Status ShmEndpoint::FinishConnect(int wait_ms) {
         return fail(s.code() == ECONNRESET ? Status(ECONNREFUSED, "Connect: listener closed") : s);
       }
     }
-    if (NowNs() >= answer_deadline_ns_) {
+    const uint64_t after = NowNs();
+    if (after >= answer_deadline_ns_) {
       return fail(Status(ETIMEDOUT, "Connect: no reply from listener"));
     }
-    if (NowNs() >= deadline) return Status(EINPROGRESS, "Connect: the listener's answer is pending");
+    if (after >= deadline) return Status(EINPROGRESS, "Connect: the listener's answer is pending");
   }
   if (reply.magic != kRendezvousMagic) return fail(Status(EPROTO, "Connect: bad reply"));
   if (reply.error != 0) return fail(Status(reply.error, "Connect: refused by listener"));
