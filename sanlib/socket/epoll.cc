@@ -14,8 +14,7 @@ namespace san {
 
 int EpollCreate(int flags) {
   const int epfd = kernel::epoll_create1(flags);
-  // A set left for the number by an epoll fd closed without san_close: not this instance's.
-  if (epfd >= 0) EpollSet::Forget(epfd);
+  if (epfd >= 0) EpollSet::Created(epfd);
   return epfd;
 }
 
@@ -24,8 +23,7 @@ int EpollCtl(int epfd, int op, int fd, epoll_event* event) {
   SanSocket* s = rt ? rt->table().Find(fd) : nullptr;
   // A kernel-TCP connection that may still move to shm (late_upgrade.h) is the set's too: its
   // kernel registration serves until it moves.
-  if (!s || s->listening.load() ||
-      (s->mode.load() == SocketMode::kTcp && !SanlibCarries(*s))) {
+  if (!s || s->listening.load() || (s->mode.load() == SocketMode::kTcp && !SanlibCarries(*s))) {
     // A SAN socket closed since and its number reused: its old registration went with it.
     if (EpollSet::Involved(epfd)) EpollSet::DropFd(epfd, fd);
     return kernel::epoll_ctl(epfd, op, fd, event);
@@ -33,9 +31,18 @@ int EpollCtl(int epfd, int op, int fd, epoll_event* event) {
   return EpollSet::Control(epfd, op, fd, *s, event);
 }
 
+namespace {
+// The kernel alone can wait on epfd: no member of the set is a SAN connection, and nothing
+// changed that since it last looked (its pending members' kernel registrations serve).
+bool KernelCanWait(int epfd) {
+  return !EpollSet::Involved(epfd) ||
+         (!EpollSet::HasSanMembers(epfd) && EpollSet::KernelEventsSuffice(epfd));
+}
+}  // namespace
+
 int EpollWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
               const sigset_t* sigmask, KernelEpollWaits kernel_waits) {
-  if (!EpollSet::Involved(epfd)) {
+  if (KernelCanWait(epfd)) {
     return EpollSet::KernelWait(epfd, events, max_events, timeout_ms, sigmask, kernel_waits);
   }
   return EpollSet::Wait(epfd, events, max_events, timeout_ms, sigmask, kernel_waits);

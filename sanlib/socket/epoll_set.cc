@@ -1,6 +1,7 @@
 #include "sanlib/socket/epoll_set.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/eventfd.h>
 
@@ -14,6 +15,7 @@
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/socket/kernel.h"
+#include "sanlib/socket/late_phase.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/spin_then_sleep.h"
@@ -53,6 +55,14 @@ SocketTable& Table() { return Runtime::Get().table(); }
 // with EpollSet::size_: KernelWait counts itself, then looks for members; Control publishes the
 // member, then looks at the count (all seq_cst), so one of them sees the other.
 std::atomic<int> kernel_sleepers{0};
+
+// Forks this process made since the first epoll instance it created (RegistrationsAreOursLocked).
+std::atomic<uint64_t> forks_made{0};
+void CountForks() {
+  static const bool installed =
+      pthread_atfork([] { forks_made.fetch_add(1); }, nullptr, nullptr) == 0;
+  (void)installed;
+}
 
 }  // namespace
 
@@ -163,8 +173,13 @@ int EpollSet::DropKicks(epoll_event* events, int n) {
   return kept;
 }
 
+bool EpollSet::KernelEventsSuffice(int epfd) {
+  EpollSet* set = Sets().sets.Find(epfd);
+  return !set || LateQuiet(set->seen_generation_.load());
+}
+
 int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
-  if (n <= 0 || !HasMembersThatMayMove(epfd)) return n;
+  if (n <= 0 || !HasMembersThatMayMove(epfd) || KernelEventsSuffice(epfd)) return n;
   std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
   EpollSet* set = Find(epfd, false);
   if (!set) return n;
@@ -265,6 +280,21 @@ void EpollSet::Refresh(int epfd) {
   }
 }
 
+void EpollSet::Created(int epfd) {
+  Forget(epfd);  // a set left for the number by an epoll fd closed without san_close
+  CountForks();
+  std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
+  if (EpollSet* set = Find(epfd, true)) {
+    std::lock_guard<std::mutex> lock(set->mu_);
+    set->private_pid_ = ThisPid();
+    set->private_forks_ = forks_made.load();
+  }
+}
+
+bool EpollSet::RegistrationsAreOursLocked() const {
+  return private_pid_ != 0 && private_pid_ == ThisPid() && forks_made.load() == private_forks_;
+}
+
 void EpollSet::Forget(int epfd) {
   Registry& r = Sets();
   if (!r.sets.Find(epfd)) return;
@@ -343,18 +373,25 @@ void EpollSet::DropFd(int epfd, int fd) {
 
 EpollSet::Member* EpollSet::FindLocked(int fd) {
   if (fd_index_dirty_) {
-    fd_index_.clear();
-    for (size_t i = 0; i < members_.size(); ++i) fd_index_[members_[i].fd] = i;
+    std::fill(fd_index_.begin(), fd_index_.end(), 0u);
+    for (size_t i = 0; i < members_.size(); ++i) IndexLocked(members_[i].fd, i);
     fd_index_dirty_ = false;
   }
-  const auto it = fd_index_.find(fd);
-  return it == fd_index_.end() ? nullptr : &members_[it->second];
+  const size_t f = static_cast<size_t>(fd);
+  if (fd < 0 || f >= fd_index_.size() || fd_index_[f] == 0) return nullptr;
+  return &members_[fd_index_[f] - 1];
+}
+
+void EpollSet::IndexLocked(int fd, size_t at) {
+  const size_t f = static_cast<size_t>(fd);
+  if (f >= fd_index_.size()) fd_index_.resize(std::max(f + 1, fd_index_.size() * 2), 0u);
+  fd_index_[f] = static_cast<uint32_t>(at + 1);
 }
 
 void EpollSet::AddMemberLocked(Member m) {
   members_.push_back(m);
   CountsChangedLocked();
-  if (!fd_index_dirty_) fd_index_[m.fd] = members_.size() - 1;  // the others keep their places
+  if (!fd_index_dirty_) IndexLocked(m.fd, members_.size() - 1);  // the others keep their places
 }
 
 void EpollSet::DropFdLocked(int fd, bool live) {
@@ -366,10 +403,10 @@ void EpollSet::DropFdLocked(int fd, bool live) {
   // map at the next look-up -- under a stream of short connections every close dropped a member,
   // and every epoll_ctl after it rebuilt the index.
   const size_t at = static_cast<size_t>(m - members_.data());
-  fd_index_.erase(fd);
+  fd_index_[static_cast<size_t>(fd)] = 0;
   if (at + 1 != members_.size()) {
     members_[at] = members_.back();
-    fd_index_[members_[at].fd] = at;
+    IndexLocked(members_[at].fd, at);
   }
   members_.pop_back();
   CountsChangedLocked();
@@ -388,7 +425,11 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
   std::lock_guard<std::mutex> lock(set->mu_);
   const int rc = set->ControlLocked(epfd, op, fd, s, event);
   set->PublishSizesLocked();
-  if (rc == 0 && op != EPOLL_CTL_DEL) set->WakeWaitersLocked(epfd);  // they may not watch it yet
+  // A SAN member they may not watch yet; a pending one's kernel registration wakes them itself.
+  if (rc == 0 && op != EPOLL_CTL_DEL &&
+      s.mode.load(std::memory_order_acquire) == SocketMode::kShm) {
+    set->WakeWaitersLocked(epfd);
+  }
   SAN_LOG_DEBUG("epoll_ctl(%d, %d, %d, 0x%x) = %d (%s)", epfd, op, fd, event ? event->events : 0u,
                 rc, rc == 0 ? "ok" : strerror(errno));
   return rc;
@@ -403,6 +444,12 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
   }
   if (s.mode.load(std::memory_order_acquire) != SocketMode::kShm) {
     // Not connected yet: the kernel's registration serves until it turns out to be SAN.
+    if (op == EPOLL_CTL_MOD && m && m->pending && m->events == event->events &&
+        m->data.u64 == event->data.u64 &&
+        !(event->events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) &&
+        RegistrationsAreOursLocked()) {
+      return 0;  // what the kernel holds already (level-triggered: nothing to re-arm)
+    }
     if (kernel::epoll_ctl(epfd, op, fd, event) != 0) return -1;
     if (op == EPOLL_CTL_ADD) {
       AddMemberLocked(Member{fd, &s, s.id, event->events, event->data, true});
@@ -450,6 +497,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
 }
 
 void EpollSet::RefreshLocked(int epfd) {
+  const uint64_t generation = ReadinessGeneration();  // before the look: a change during it counts
   SocketTable& table = Table();
   const size_t before = members_.size();
   members_.erase(std::remove_if(members_.begin(), members_.end(),
@@ -474,6 +522,7 @@ void EpollSet::RefreshLocked(int epfd) {
                  members_.end());
   if (members_.size() != before) MemberLeftLocked();
   PublishSizesLocked();
+  seen_generation_.store(generation);
 }
 
 void EpollSet::MarkFired(int epfd, int inner, const std::vector<SleepWatch>& watches,

@@ -49,7 +49,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -78,6 +77,9 @@ class EpollSet {
   // The epoll fd was closed (or replaced by dup2): forget its set. A thread still waiting on it
   // gets EBADF when it wakes.
   static void Forget(int epfd);
+  // epfd is a new epoll instance made by this process (epoll_create): a fresh set that knows
+  // every registration in it is its own until the process forks (RegistrationsAreOurs).
+  static void Created(int epfd);
   // epoll_pwait on epfd while it has no SAN member: the kernel's, without our kicks; a thread
   // kicked awake because SAN members arrived goes on in Wait for the rest of its time.
   static int KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
@@ -89,6 +91,11 @@ class EpollSet {
   // gets its events from SAN state instead -- none at all if the kernel's readiness was the
   // peer's wake byte alone. Returns how many events are left.
   static int SettleKernelEvents(int epfd, epoll_event* events, int n);
+  // True if the kernel's events for epfd's pending members are the whole truth: no late move of
+  // this process is under way, and no socket settled on shm, since the set last looked at its
+  // members (late_phase.h). Then SettleKernelEvents has nothing to do, and a set with no SAN
+  // member sleeps in the kernel at once.
+  static bool KernelEventsSuffice(int epfd);
 
  private:
   struct Member {
@@ -137,6 +144,15 @@ class EpollSet {
   static void MarkFired(int epfd, int inner, const std::vector<SleepWatch>& watches,
                         std::vector<pollfd>* fds);
 
+  // Whether the kernel instance holds no registration but the ones made through this set: it was
+  // made by this process (Created), which has not forked since (a child shares the instance and
+  // may change what it holds). Then an EPOLL_CTL_MOD that asks for what a pending member has
+  // already, level-triggered, changes nothing in the kernel and is not made (wrk and
+  // redis-benchmark make two such calls per connection). A raw clone() child is not seen here.
+  bool RegistrationsAreOursLocked() const;
+  pid_t private_pid_ = 0;  // Created by this process (0: not known to be)
+  uint64_t private_forks_ = 0;
+
   int inner_ = -1;       // the set's own epoll instance (above); -1: none yet, or it failed
   pid_t inner_pid_ = 0;  // the process that made it (a fork child must not change it)
 
@@ -148,6 +164,8 @@ class EpollSet {
   // Members not pending (their events come from here): while there are none, a waiter sleeps in
   // the kernel (KernelWait) and pending members' kernel registrations wake it.
   std::atomic<size_t> san_size_{0};
+  // The readiness generation (late_phase.h) RefreshLocked last started from (never one yet).
+  std::atomic<uint64_t> seen_generation_{~uint64_t{0}};
   // Recounts the sizes above, if members_ changed since (sizes_dirty_).
   void PublishSizesLocked();
   // A member joined, or stopped being pending: the pending index and the counts are stale.
@@ -171,8 +189,11 @@ class EpollSet {
   bool pending_index_dirty_ = true;
   // fd -> index in members_, for FindLocked (an event loop's epoll_ctl per request on a set of
   // thousands); kept current as members come and go one by one, rebuilt after a bulk removal.
-  std::unordered_map<int, size_t> fd_index_;
+  // By fd number (sockets' numbers are below the socket table's limit), the member's index + 1,
+  // 0 for none: a look-up is one load, and a member coming or going allocates nothing.
+  std::vector<uint32_t> fd_index_;
   bool fd_index_dirty_ = false;
+  void IndexLocked(int fd, size_t at);  // fd_index_[fd] = at + 1, growing it as needed
   bool sizes_dirty_ = false;
   size_t next_ = 0;  // where the next scan starts (fairness among ready members)
 };

@@ -65,7 +65,7 @@ void AfterLateFork(bool child) {
       // the child drops its copy of the stream's fds and mappings.
       LateUpgrade& u = *s->late;
       s->late_pending.store(false, std::memory_order_release);
-      u.phase.store(LatePhase::kFailed);
+      SetLatePhase(u.phase, LatePhase::kFailed);
       proto::Stream::ForgetForkCopy(std::move(u.stream));
       u.token = 0;
     });

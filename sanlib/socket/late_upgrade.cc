@@ -59,7 +59,7 @@ sockaddr_in6 RendezvousOf(const LateUpgrade& u) {
 // The socket is kShm on the candidate's stream from now on (mu held): kShm first, then no longer
 // pending (SanlibCarries).
 void SwitchedLocked(SanSocket& s, LateUpgrade& u) {
-  u.phase.store(LatePhase::kSwitched);
+  SetLatePhase(u.phase, LatePhase::kSwitched);
   Settle(s, std::move(u.stream), "");
   s.late_pending.store(false, std::memory_order_release);
 }
@@ -93,7 +93,7 @@ void FailLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   }
   SAN_LOG_INFO("fd %d: stays kernel TCP (not moved to shm: %s)", s.fd.load(), why.c_str());
   u.failure = "move failed: " + why;
-  u.phase.store(LatePhase::kFailed);
+  SetLatePhase(u.phase, LatePhase::kFailed);
   s.late_pending.store(false, std::memory_order_release);
 }
 
@@ -106,7 +106,7 @@ bool TakeLastComer(LateUpgrade& u) {
   u.token = 0;
   if (!got) return false;
   u.stream = std::move(got);
-  u.phase.store(LatePhase::kReady);
+  SetLatePhase(u.phase, LatePhase::kReady);
   return true;
 }
 
@@ -194,10 +194,10 @@ void RetryOrFailLocked(SanSocket& s, LateUpgrade& u, const Status& why, uint64_t
 void TakeAnswerLocked(SanSocket& s, LateUpgrade& u, int wait_ms, uint64_t now) {
   Status st = u.stream->endpoint().FinishConnect(wait_ms);
   if (st.ok()) {
-    u.phase.store(LatePhase::kReady);
+    SetLatePhase(u.phase, LatePhase::kReady);
   } else if (st.code() != EINPROGRESS) {
     u.stream.reset();
-    u.phase.store(LatePhase::kConnecting);
+    SetLatePhase(u.phase, LatePhase::kConnecting);
     RetryOrFailLocked(s, u, st, now);
   }
 }
@@ -234,7 +234,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (std::string why; !ChannelFitsFdBudget(&why)) return FailLocked(s, u, why);
       u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
-        u.phase.store(LatePhase::kConnecting);
+        SetLatePhase(u.phase, LatePhase::kConnecting);
         return Advance(s, u);
       }
       const proto::StreamParams params = rt.StreamParamsFor(*u.provider);
@@ -249,7 +249,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       u.give_up_ns = now + kListenForNs;
       // kListening before the peer can come: a read that meets the peer's wake byte must find
       // the phase that makes it look for the peer's count (PeerEnd), or it takes the byte for data.
-      u.phase.store(LatePhase::kListening);
+      SetLatePhase(u.phase, LatePhase::kListening);
       Status st =
           rt.connections().AddListener(u.token, addr, std::move(l).value(),
                                        u.provider->capabilities(), params, true, s.fd.load(), s.id);
@@ -280,7 +280,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       // cost a few ms per connection that moved: conn-bench hold's 10,000 idle connections,
       // echoing once each in order, took 0.4-1.9 s instead of TCP's 0.08 s.
       u.stream = std::move(r).value();
-      u.phase.store(LatePhase::kAnswering);
+      SetLatePhase(u.phase, LatePhase::kAnswering);
       // An application that makes no further call soon (an idle connection) is switched by the
       // connection thread: the lower end, holding its half, waits for our WAKEUP at its close.
       rt.connections().ScheduleDrive(s.fd, s.id);
@@ -293,7 +293,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         rt.connections().RemoveListener(u.token);
         u.token = 0;
         u.stream = std::move(got);
-        u.phase.store(LatePhase::kReady);
+        SetLatePhase(u.phase, LatePhase::kReady);
       } else if (now > u.give_up_ns && !TakeLastComer(u)) {
         FailLocked(s, u, NeverTookPart(u, "never came"));
       }
@@ -430,6 +430,19 @@ void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {
     }
     sched_yield();
   }
+}
+
+void CloseLateUpgrade(SanSocket& s) {
+  LateUpgrade& u = *s.late;
+  {
+    std::lock_guard<std::mutex> lock(u.mu);
+    if (u.phase.load() == LatePhase::kWaiting) {
+      SetLatePhase(u.phase, LatePhase::kFailed);
+      s.late_pending.store(false, std::memory_order_release);
+      return;
+    }
+  }
+  EndLateUpgrade(s, true, "closed first");
 }
 
 bool DriveLateSide(SanSocket& s) {

@@ -54,25 +54,18 @@
 
 #include "sanlib/proto/stream.h"
 #include "sanlib/proto/wire.h"
+#include "sanlib/socket/late_phase.h"
 
 namespace san {
 
 struct SanSocket;
 
-enum class LatePhase : uint8_t {
-  kWaiting,     // until the delay has passed
-  kListening,   // lower end: the private rendezvous is open
-  kConnecting,  // upper end: reaching the peer's rendezvous (backoff between attempts)
-  kAnswering,   // upper end: its request sent, the peer's answer not taken yet
-  kReady,       // the stream is ours, not switched yet
-  kSwitched,    // the socket is kShm; the inflow may still be running
-  kFailed,      // stays kernel TCP
-};
-
 struct LateUpgrade {
   LateUpgrade(bool active_open, const sockaddr_storage& peer_address, uint64_t due_ns)
       : active(active_open), peer(peer_address), next_ns(due_ns) {}
+  ~LateUpgrade() { SetLatePhase(phase, LatePhase::kFailed); }  // a moving one stops counting
 
+  // Changed only through SetLatePhase (late_phase.h), which counts the moving candidates.
   std::atomic<LatePhase> phase{LatePhase::kWaiting};
   // Bytes carried over kernel TCP both ways, and the data calls that carried them (counted by
   // the data calls, relaxed): at SAN_UPGRADE_BYTES or SAN_UPGRADE_CALLS the connection has proved
@@ -135,6 +128,9 @@ const std::string& FallbackReason(const SanSocket& s);
 // up, saying `why` (waiting, bounded, for a switch the peer's obliges). san_upgrade (not
 // `try_switch`): gives it up.
 void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why);
+// close() of a candidate: EndLateUpgrade(s, true, "closed first"), at the cost of a lock when its
+// move never began (the common end of a short connection: nothing to end, no reason to keep).
+void CloseLateUpgrade(SanSocket& s);
 
 // A nonblocking send on a socket that moved (on the stream now): the upper end switches first,
 // and its send window opens only with the lower end's WAKEUP, which comes at the lower end's next

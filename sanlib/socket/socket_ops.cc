@@ -16,6 +16,7 @@
 #include "sanlib/proto/wire.h"
 #include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/kernel.h"
+#include "sanlib/socket/late_phase.h"
 #include "sanlib/socket/rendezvous_owner.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
@@ -175,6 +176,7 @@ void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string rea
     // kShm is "carried by a SAN stream", whichever provider; the stream's endpoint names it
     // (sanstat and san_getinfo say shm or verbs).
     s.mode.store(SocketMode::kShm, std::memory_order_release);
+    NoteReadinessChange();  // epoll sets must look at it again (late_phase.h)
   } else {
     Runtime::Get().CountSettled(nullptr);
     s.fallback_reason = std::move(reason);
@@ -224,9 +226,10 @@ int RetryAfterFreeingFds(const char* what, Call call) {
     errno = EMFILE;
     return -1;
   }
-  SAN_LOG_WARN("%s: out of fds (EMFILE): closed the SAN rendezvous of %zu listening socket(s) to "
-               "make room; their new connections are kernel TCP",
-               what, released);
+  SAN_LOG_WARN(
+      "%s: out of fds (EMFILE): closed the SAN rendezvous of %zu listening socket(s) to "
+      "make room; their new connections are kernel TCP",
+      what, released);
   return call();
 }
 
@@ -474,7 +477,7 @@ void ReleaseNumber(int fd, Number number) {
     return;
   }
   if (s->listening.load()) rt.connections().RemoveListener(fd);
-  if (LatePending(*s)) EndLateUpgrade(*s, true, "closed first");
+  if (LatePending(*s)) CloseLateUpgrade(*s);
   if (std::unique_ptr<proto::Stream> stream = std::move(s->stream)) {
     rt.closer().Forget(stream.get());
     if (!DropOwnHold(*s, *stream)) {

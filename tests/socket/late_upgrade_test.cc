@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -383,6 +384,78 @@ TEST(LateUpgrade, PeersWakeByteAloneIsNoReadiness) {
   EXPECT_EQ(san_recv(lower, &got, 1, MSG_DONTWAIT), 1);
   EXPECT_EQ(got, 'z');
   EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
+}
+
+// The same with epoll, the lower end registered while it was a kernel TCP candidate: the kernel's
+// readiness is passed on as it is only while no move of the process is under way (late_phase.h);
+// this one is, so the wake byte is taken for the move's.
+TEST(LateUpgrade, PeersWakeByteAloneIsNoEpollReadiness) {
+  MovedPair m;
+  const int ep = san_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m, 0, [&] {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 9;
+    ASSERT_EQ(san_epoll_ctl(ep, EPOLL_CTL_ADD, m.lower, &ev), 0) << strerror(errno);
+  }));
+  epoll_event got[4]{};
+  EXPECT_EQ(san_epoll_wait(ep, got, 4, 100), 0) << "events 0x" << std::hex << got[0].events;
+  char c = 0;
+  errno = 0;
+  EXPECT_EQ(san_recv(m.lower, &c, 1, MSG_DONTWAIT), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(san_send(m.upper, "z", 1, 0), 1);
+  ASSERT_EQ(san_epoll_wait(ep, got, 4, 5000), 1);
+  EXPECT_EQ(got[0].data.u64, 9u);
+  EXPECT_TRUE(got[0].events & EPOLLIN);
+  EXPECT_EQ(san_recv(m.lower, &c, 1, MSG_DONTWAIT), 1);
+  EXPECT_EQ(c, 'z');
+  EXPECT_EQ(ModeOf(m.lower), SAN_MODE_SHM);
+  san_close(ep);
+}
+
+// An EPOLL_CTL_MOD that asks for what a kernel TCP candidate's registration holds already is not
+// made (epoll_set.h RegistrationsAreOursLocked) -- unless the process forked since it made the
+// epoll instance: the child shares the instance and may have changed the registration.
+TEST(LateUpgrade, EpollModAfterAForkReachesTheKernel) {
+  uint16_t port = 0;
+  const int lfd = Listen(&port);
+  ASSERT_GE(lfd, 0);
+  const int c = Connect(port);
+  ASSERT_GE(c, 0);
+  const int a = san_accept(lfd, nullptr, nullptr);
+  ASSERT_GE(a, 0);
+  ASSERT_EQ(ModeOf(a), SAN_MODE_TCP);
+  const int ep = san_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  auto ctl = [&](int op, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = 5;
+    return san_epoll_ctl(ep, op, a, &ev);
+  };
+  auto wait = [&](int ms) {
+    epoll_event got[2]{};
+    const int n = san_epoll_wait(ep, got, 2, ms);
+    return n == 1 && got[0].data.u64 == 5 ? got[0].events : n == 0 ? 0u : ~0u;
+  };
+  ASSERT_EQ(ctl(EPOLL_CTL_ADD, EPOLLIN | EPOLLOUT), 0) << strerror(errno);
+  EXPECT_EQ(wait(1000), static_cast<uint32_t>(EPOLLOUT));
+  ASSERT_EQ(ctl(EPOLL_CTL_MOD, EPOLLIN | EPOLLOUT), 0);  // changes nothing
+  EXPECT_EQ(wait(0), static_cast<uint32_t>(EPOLLOUT));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(ctl(EPOLL_CTL_MOD, EPOLLIN) == 0 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(wait(0), 0u) << "the child's MOD changed the shared instance";
+  ASSERT_EQ(ctl(EPOLL_CTL_MOD, EPOLLIN | EPOLLOUT), 0);
+  EXPECT_EQ(wait(0), static_cast<uint32_t>(EPOLLOUT))
+      << "our MOD was taken for one that changes nothing";
+  EXPECT_EQ(ModeOf(a), SAN_MODE_TCP);
+  for (int fd : {ep, a, c, lfd}) san_close(fd);
 }
 
 // A nonblocking send on an idle connection is taken at once by the kernel; it must be after the

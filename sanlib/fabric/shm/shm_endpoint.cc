@@ -57,7 +57,8 @@ Status ShmEndpoint::Setup() {
   peer_arena_end_ = l.arena_offset[peer] + l.arena_bytes[peer];
   own_arena_budget_ = std::min<uint64_t>(parts_.attr.buffer_bytes, l.arena_bytes[own]);
 
-  epoll_.reset(PlaceHigh(epoll_create1(EPOLL_CLOEXEC)));
+  // Raw: an interposed epoll_create1 would take this private instance for the program's.
+  epoll_.reset(PlaceHigh(static_cast<int>(::syscall(SYS_epoll_create1, EPOLL_CLOEXEC))));
   if (!epoll_.valid()) return Status::FromErrno("epoll_create1");
   epoll_event ev{};
   ev.events = EPOLLIN;

@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 
 #include <cstring>
 #include <utility>
@@ -27,7 +28,8 @@ Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
                                                          bool proved) {
   Result<UniqueFd> sock = ListenRendezvous(key);
   if (!sock.ok()) return sock.status();
-  UniqueFd epoll(PlaceHigh(epoll_create1(EPOLL_CLOEXEC)));
+  // Raw: an interposed epoll_create1 would take this private instance for the program's.
+  UniqueFd epoll(PlaceHigh(static_cast<int>(::syscall(SYS_epoll_create1, EPOLL_CLOEXEC))));
   if (!epoll.valid()) return Status::FromErrno("epoll_create1");
   epoll_event ev{};
   ev.events = EPOLLIN;

@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -143,7 +144,8 @@ Status VerbsEndpoint::Init(rdma_cm_id* server_id) {
   }
   Status s = SetNonblocking(cm_channel_->fd);
   if (!s.ok()) return s;
-  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  // Raw: an interposed epoll_create1 would take this private instance for the program's.
+  epoll_.reset(static_cast<int>(::syscall(SYS_epoll_create1, EPOLL_CLOEXEC)));
   wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !wake_.valid()) return Status::FromErrno("epoll/eventfd");
   s = AddToEpoll(epoll_.get(), cm_channel_->fd);
