@@ -36,7 +36,8 @@
 //
 // Where: the set-up's steps and the switch in late_upgrade.cc; a candidate's data calls (the
 // functions from AwaitPeerWindow on, and LateKernelSend ... SettleReadable) in late_io.cc; the
-// kernel's byte counts in late_counts.h; fork in late_fork.h.
+// kernel's byte counts in late_counts.h; fork in late_fork.h; the phases, and whether any move of
+// the process is under way (what lets epoll believe the kernel meanwhile), in late_phase.h.
 //
 // Thread-safety: the steps run under LateUpgrade::mu, taken with try_lock on the data path (a
 // step another thread is running is not waited for). `io` counts this process's kernel data calls
