@@ -31,18 +31,9 @@ int EpollCtl(int epfd, int op, int fd, epoll_event* event) {
   return EpollSet::Control(epfd, op, fd, *s, event);
 }
 
-namespace {
-// The kernel alone can wait on epfd: no member of the set is a SAN connection, and nothing
-// changed that since it last looked (its pending members' kernel registrations serve).
-bool KernelCanWait(int epfd) {
-  return !EpollSet::Involved(epfd) ||
-         (!EpollSet::HasSanMembers(epfd) && EpollSet::KernelEventsSuffice(epfd));
-}
-}  // namespace
-
 int EpollWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
               const sigset_t* sigmask, KernelEpollWaits kernel_waits) {
-  if (KernelCanWait(epfd)) {
+  if (EpollSet::KernelCanWait(epfd)) {
     return EpollSet::KernelWait(epfd, events, max_events, timeout_ms, sigmask, kernel_waits);
   }
   return EpollSet::Wait(epfd, events, max_events, timeout_ms, sigmask, kernel_waits);

@@ -178,6 +178,13 @@ bool EpollSet::KernelEventsSuffice(int epfd) {
   return !set || LateQuiet(set->seen_generation_.load());
 }
 
+bool EpollSet::KernelCanWait(int epfd) {
+  EpollSet* set = Sets().sets.Find(epfd);  // a racing Forget only makes this answer stale
+  return !set || set->size_.load(std::memory_order_seq_cst) == 0 ||
+         (set->san_size_.load(std::memory_order_seq_cst) == 0 &&
+          LateQuiet(set->seen_generation_.load()));
+}
+
 int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
   if (n <= 0 || !HasMembersThatMayMove(epfd) || KernelEventsSuffice(epfd)) return n;
   std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
@@ -426,9 +433,9 @@ int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event
   const int rc = set->ControlLocked(epfd, op, fd, s, event);
   set->PublishSizesLocked();
   // A SAN member they may not watch yet; a pending one's kernel registration wakes them itself.
-  if (rc == 0 && op != EPOLL_CTL_DEL &&
-      s.mode.load(std::memory_order_acquire) == SocketMode::kShm) {
-    set->WakeWaitersLocked(epfd);
+  if (rc == 0 && op != EPOLL_CTL_DEL) {
+    const Member* m = set->FindLocked(fd);
+    if (m && !m->pending) set->WakeWaitersLocked(epfd);
   }
   SAN_LOG_DEBUG("epoll_ctl(%d, %d, %d, 0x%x) = %d (%s)", epfd, op, fd, event ? event->events : 0u,
                 rc, rc == 0 ? "ok" : strerror(errno));

@@ -96,6 +96,9 @@ class EpollSet {
   // members (late_phase.h). Then SettleKernelEvents has nothing to do, and a set with no SAN
   // member sleeps in the kernel at once.
   static bool KernelEventsSuffice(int epfd);
+  // True if the kernel alone can wait on epfd: the set has no member, or no SAN member and the
+  // kernel's events suffice (above). One look-up, for every epoll_wait.
+  static bool KernelCanWait(int epfd);
 
  private:
   struct Member {
