@@ -25,6 +25,21 @@ namespace {
 
 // Kernel-side events are fetched (a syscall) only every this many spins while waiting.
 constexpr int kKernelCheckEvery = 32;
+// What the last sleep of a Wait saw of the kernel's side of the set (its ppoll watches epfd).
+enum class KernelSetSeen { kUnknown, kQuiet, kReady };
+
+// Whether a round of Wait fetches the set's kernel events (a syscall). Right after a sleep, as
+// its ppoll saw `epfd`: quiet, not (epoll_wait may report fewer than are ready; the next call
+// sees them); ready or timed out, yes. Otherwise always beside members' events (a set whose SAN
+// members are always ready still reports its kernel fds), and with none only on a call that ends
+// now or spins, every kKernelCheckEvery-th round: a call about to sleep leaves the kernel's side
+// to the sleep's ppoll, one syscall fewer per wake-up.
+bool LookAtKernel(int found, int round, bool ends_or_spins, KernelSetSeen seen) {
+  if (seen != KernelSetSeen::kUnknown) return seen == KernelSetSeen::kReady;
+  if (found > 0) return true;
+  return ends_or_spins && round % kKernelCheckEvery == 0;
+}
+
 // What EPOLLEXCLUSIVE may be combined with (the kernel's EPOLLEXCLUSIVE_OK_BITS).
 constexpr uint32_t kExclusiveOk =
     EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
@@ -589,6 +604,8 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
   Registry& r = Sets();
   const WaitBudget budget(timeout_ms);
   SpinThenSleep engine(Runtime::Get().config(), timeout_ms);
+  // What the last sleep's ppoll said of the kernel's side of the set (`epfd` itself).
+  KernelSetSeen kernel_seen = KernelSetSeen::kUnknown;
   for (int round = 0;; ++round) {
     int n = 0;
     bool any_san = false;
@@ -607,17 +624,19 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       // Only kernel registrations (left): the kernel does it all, with the time that is left.
       return KernelWait(epfd, events, max_events, budget.remaining_ms(), sigmask, kernel_waits);
     }
-    if (n < max_events && (n > 0 || round % kKernelCheckEvery == 0)) {
+    const bool spin = n == 0 && timeout_ms != 0 && engine.Spin();
+    if (n < max_events && LookAtKernel(n, round, timeout_ms == 0 || spin, kernel_seen)) {
       const int k = kernel::epoll_wait(epfd, events + n, max_events - n, 0);
       if (k < 0 && n == 0) return -1;
       if (k > 0) n += SettleKernelEvents(epfd, events + n, DropKicks(events + n, k));
     }
+    kernel_seen = KernelSetSeen::kUnknown;
     if (n > 0) {
       engine.Found();
       return n;
     }
     if (timeout_ms == 0) return 0;
-    if (engine.Spin()) continue;
+    if (spin) continue;
     const int left = budget.remaining_ms();
     if (left == 0) return 0;
     // Sleep until a member's doorbell, a kernel fd of the set, or the timeout; then look again.
@@ -718,7 +737,11 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       FinishSleep(watches, fds, &Table());
     }
     if (rc < 0) return Fail(err);
-    round = -1;  // the next round looks at the kernel's events again
+    // A ppoll that ended on a member, `epfd` quiet: the next round leaves the kernel out.
+    kernel_seen = rc > 0 && !fds.front().revents && !(use_inner && few[0].revents)
+                      ? KernelSetSeen::kQuiet
+                      : KernelSetSeen::kReady;
+    round = -1;
   }
 }
 

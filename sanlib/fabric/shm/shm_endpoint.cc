@@ -296,12 +296,13 @@ bool ShmEndpoint::Arm() {
 
 void ShmEndpoint::ClearNotify() {
   // One read empties an eventfd (it returns the whole count). A ring that lands just after it is
-  // for the next sleep, whose Arm() re-checks the ring anyway. The liveness peek is rate-limited
-  // like Poll's: a peer that breaks its side rings us and sets `gone` (Poll checks that), and one
-  // that dies is seen by the sleeper on the kernel socket underneath.
+  // for the next sleep, whose Arm() re-checks the ring anyway. A wake-up the doorbell explains
+  // needs no liveness peek: a peer that breaks its side rings us and sets `gone` (Poll checks
+  // that), and one that dies leaves its rendezvous socket at EOF, which ends the next sleep
+  // without a ring -- that wake-up peeks (rate-limited like Poll's), as does Poll every
+  // kLivenessEveryEmptyPolls empty looks.
   uint64_t value;
-  [[maybe_unused]] const ssize_t n =
-      ::syscall(SYS_read, parts_.own_doorbell.get(), &value, sizeof(value));
+  if (::syscall(SYS_read, parts_.own_doorbell.get(), &value, sizeof(value)) > 0) return;
   CheckPeerAlive(false);
 }
 
