@@ -10,7 +10,7 @@
 #include "compat/errno_keeper.h"
 #include "compat/managed.h"
 #include "compat/real_calls.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/socket_ops.h"
 
 using san::compat::KeepErrno;

@@ -7,7 +7,7 @@
 #include "compat/managed.h"
 #include "compat/policy.h"
 #include "compat/real_calls.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/rendezvous_owner.h"
 #include "sanlib/socket/socket_ops.h"
 

@@ -3,7 +3,7 @@
 // Every interposed call that is not for a SAN socket goes straight to the function found here
 // (dlsym(RTLD_NEXT): the next definition after ours, normally libc's), so other fds see no change
 // in behaviour. The table is filled on first use, thread-safely, and never changes afterwards.
-// sanlib's own kernel calls do not come through here: they are raw system calls (socket/kernel.h).
+// sanlib's own kernel calls do not come through here: they are raw system calls (common/kernel.h).
 #pragma once
 
 #include <poll.h>

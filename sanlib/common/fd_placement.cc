@@ -2,9 +2,9 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/unique_fd.h"
 
 namespace san {
@@ -23,10 +23,8 @@ int HighBase() {
   return base;
 }
 
-// F_DUPFD_CLOEXEC as a raw fcntl: under the compatibility layer fcntl is interposed.
-int DupAtLeast(int fd, int lowest) {
-  return static_cast<int>(::syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, lowest));
-}
+// F_DUPFD_CLOEXEC as the kernel's fcntl: under the compatibility layer fcntl is interposed.
+int DupAtLeast(int fd, int lowest) { return kernel::fcntl(fd, F_DUPFD_CLOEXEC, lowest); }
 
 }  // namespace
 

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <mutex>
 
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 
 namespace san {
 namespace {
@@ -37,8 +37,8 @@ bool IsNetworkSocket(int fd) {
   if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
   int domain = 0;
   socklen_t len = sizeof domain;
-  // The raw call: the compat layer interposes getsockopt, and fd 2 may be a SAN socket.
-  if (::syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return true;
+  // The kernel's call: the compat layer interposes getsockopt, and fd 2 may be a SAN socket.
+  if (kernel::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return true;
   return domain != AF_UNIX;  // AF_UNIX: journald's stream, a pipe-like log collector
 }
 
@@ -93,7 +93,7 @@ void WriteLogLine(const std::string& log_file, LogLevel level, const char* line,
       return ToSyslog(level, line, len);
     default:
       // Straight to the kernel: the compat layer may interpose write().
-      ::syscall(SYS_write, sink == LogSink::kFile ? fd : STDERR_FILENO, line, len);
+      kernel::write(sink == LogSink::kFile ? fd : STDERR_FILENO, line, len);
   }
 }
 

@@ -6,13 +6,13 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "sanlib/common/inet_address.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/unique_fd.h"
 
 namespace san {
@@ -63,14 +63,13 @@ Result<TcpSocketFacts> LookupTcpSocket(const sockaddr_storage& local,
   // An IPv4-mapped connection lives in the IPv6 table: look it up the way it was made.
   const int table = remote.ss_family;
 
-  // Raw system calls throughout: this runs inside sanlib (a move's first step) and in programs
-  // that link the compat layer, whose interposed calls have no business with netlink sockets.
-  UniqueFd nl(static_cast<int>(
-      ::syscall(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)));
+  // The kernel's calls throughout (common/kernel.h): this runs inside sanlib (a move's first
+  // step), where the compat layer's interposed calls have no business with netlink sockets.
+  UniqueFd nl(kernel::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
   if (!nl.valid()) return Status::FromErrno("TCP socket lookup: socket(NETLINK_SOCK_DIAG)");
   // Bounded wait for the one answer: the kernel answers at once.
   const timeval wait{1, 0};
-  if (::syscall(SYS_setsockopt, nl.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) != 0) {
+  if (kernel::setsockopt(nl.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) != 0) {
     return Status::FromErrno("TCP socket lookup: setsockopt(SO_RCVTIMEO)");
   }
   struct {
@@ -98,15 +97,15 @@ Result<TcpSocketFacts> LookupTcpSocket(const sockaddr_storage& local,
     memcpy(msg.req.id.idiag_src, &pl->sin6_addr, 16);
     memcpy(msg.req.id.idiag_dst, &ll->sin6_addr, 16);
   }
-  sockaddr_nl kernel{};
-  kernel.nl_family = AF_NETLINK;
-  if (::syscall(SYS_sendto, nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel),
-                sizeof kernel) != static_cast<long>(sizeof msg)) {
+  sockaddr_nl to_kernel{};
+  to_kernel.nl_family = AF_NETLINK;
+  if (kernel::sendto(nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&to_kernel),
+                     sizeof to_kernel) != static_cast<ssize_t>(sizeof msg)) {
     return Status::FromErrno("TCP socket lookup: sendto(netlink)");
   }
   // One answer: the socket (inet_diag_msg) or an error (NLMSG_ERROR, e.g. -ENOENT).
   alignas(nlmsghdr) char buf[8192];
-  const long n = ::syscall(SYS_recvfrom, nl.get(), buf, sizeof buf, 0, nullptr, nullptr);
+  const ssize_t n = kernel::recv(nl.get(), buf, sizeof buf, 0);
   if (n < 0 && errno == EAGAIN) return Status(ETIMEDOUT, "TCP socket lookup: netlink answer");
   if (n < 0) return Status::FromErrno("TCP socket lookup: recv(netlink)");
   int len = static_cast<int>(n);

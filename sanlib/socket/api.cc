@@ -7,7 +7,7 @@
 
 #include "san/san.h"
 #include "sanlib/socket/file_transfer.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 

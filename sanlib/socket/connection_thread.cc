@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "sanlib/common/clock.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/peer_uid.h"
 #include "sanlib/socket/fd_budget.h"
@@ -430,7 +431,7 @@ void ConnectionThread::Run() {
       }
     }
     stepping.unlock();  // a fork may happen while we sleep, not in the middle of a step
-    int n = poll(fds.data(), fds.size(), timeout_ms);
+    int n = kernel::poll(fds.data(), fds.size(), timeout_ms);  // our own fds only
     stepping.lock();
     if (n < 0 && errno != EINTR) {
       SAN_LOG_ERROR("connection thread: poll: %s", strerror(errno));

@@ -16,7 +16,7 @@
 #include "sanlib/common/scm_rights.h"
 #include "sanlib/proto/close_state.h"
 #include "sanlib/socket/handover.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_upgrade.h"
 
 namespace san {

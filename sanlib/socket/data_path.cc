@@ -8,7 +8,7 @@
 
 #include "sanlib/socket/drive.h"
 #include "sanlib/socket/iov_remainder.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 
 namespace san {
 namespace {

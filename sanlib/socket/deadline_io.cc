@@ -5,7 +5,7 @@
 #include <cerrno>
 
 #include "sanlib/common/clock.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 
 namespace san {
 

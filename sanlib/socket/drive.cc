@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/tcp_move.h"
 
 namespace san {

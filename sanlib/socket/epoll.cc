@@ -6,7 +6,7 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/socket/epoll_set.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 

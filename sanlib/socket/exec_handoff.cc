@@ -20,7 +20,7 @@
 #include "sanlib/common/log.h"
 #include "sanlib/socket/exec_image.h"
 #include "sanlib/socket/fork_holders.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/tcp_move.h"

@@ -14,7 +14,7 @@
 #include <span>
 
 #include "sanlib/socket/drive.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 
 namespace san {
 namespace {

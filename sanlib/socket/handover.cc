@@ -12,7 +12,7 @@
 #include "sanlib/common/scm_rights.h"
 #include "sanlib/socket/control_service.h"
 #include "sanlib/socket/image_shape.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 
 namespace san {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 
 namespace san {
 namespace {

@@ -15,7 +15,7 @@
 #include "sanlib/common/clock.h"
 #include "sanlib/socket/drive.h"
 #include "sanlib/socket/iov_remainder.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_steps.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"

@@ -13,7 +13,7 @@
 #include "sanlib/common/peer_uid.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/socket/fd_budget.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_counts.h"
 #include "sanlib/socket/late_fork.h"
 #include "sanlib/socket/late_steps.h"

@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "san/san.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_upgrade.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "sanlib/common/clock.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/spin_then_sleep.h"

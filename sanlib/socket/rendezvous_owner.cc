@@ -11,7 +11,7 @@
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/socket/handover.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 

@@ -180,7 +180,7 @@ void Runtime::WriteReport() {
   }
   if (!report_fd_.valid()) OpenReport();  // not open at start, or lost: try again
   if (report_fd_.valid() && n > 0 &&
-      ::syscall(SYS_write, report_fd_.get(), line, static_cast<size_t>(std::min(n, 511))) < 0) {
+      kernel::write(report_fd_.get(), line, static_cast<size_t>(std::min(n, 511))) < 0) {
     SAN_LOG_WARN("SAN_REPORT %s: %s", config_.report.c_str(), strerror(errno));
   }
 }

@@ -15,7 +15,7 @@
 #include "sanlib/common/log.h"
 #include "sanlib/proto/wire.h"
 #include "sanlib/socket/fd_budget.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_phase.h"
 #include "sanlib/socket/rendezvous_owner.h"
 #include "sanlib/socket/runtime.h"

@@ -19,7 +19,7 @@
 
 #include "sanlib/fabric/provider.h"
 #include "sanlib/proto/wire.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/san_socket.h"
 #include "sanlib/socket/socket_table.h"
 

@@ -12,7 +12,7 @@
 #include "sanlib/common/log.h"
 #include "sanlib/proto/wire.h"
 #include "sanlib/socket/deadline_io.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 
 namespace san {

@@ -24,7 +24,7 @@
 #include "sanlib/proto/upgrade_wire.h"
 #include "sanlib/proto/wire.h"
 #include "sanlib/socket/deadline_io.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 

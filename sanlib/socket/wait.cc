@@ -10,7 +10,7 @@
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
-#include "sanlib/socket/kernel.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/socket_ops.h"
 
 namespace san {

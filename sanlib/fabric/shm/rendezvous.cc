@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include "sanlib/fabric/address.h"
 
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/scm_rights.h"
 
 namespace san::fabric::shm {
@@ -36,15 +36,17 @@ void RendezvousAddress(const std::string& key, sockaddr_storage* addr, socklen_t
 }
 
 Result<UniqueFd> ListenRendezvous(const std::string& key) {
-  UniqueFd sock(PlaceHigh(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
+  UniqueFd sock(
+      PlaceHigh(kernel::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
   if (!sock.valid()) return Status::FromErrno("socket(AF_UNIX)");
   sockaddr_storage addr;
   socklen_t len;
   RendezvousAddress(key, &addr, &len);
-  if (bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+  if (kernel::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     return Status::FromErrno("bind(shm rendezvous)");
   }
-  if (listen(sock.get(), SOMAXCONN) != 0) return Status::FromErrno("listen(shm rendezvous)");
+  if (kernel::listen(sock.get(), SOMAXCONN) != 0)
+    return Status::FromErrno("listen(shm rendezvous)");
   return sock;
 }
 
@@ -53,17 +55,17 @@ Result<UniqueFd> ConnectRendezvous(const sockaddr* server, socklen_t server_len)
   Status s = ConnectKeys(server, server_len, &keys);
   if (!s.ok()) return s;
   for (const std::string& key : keys) {
-    UniqueFd sock(PlaceHigh(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)));
+    UniqueFd sock(PlaceHigh(kernel::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)));
     if (!sock.valid()) return Status::FromErrno("socket(AF_UNIX)");
     // A full backlog makes connect() wait; bound it (AF_UNIX connect honours SO_SNDTIMEO).
     timeval tv{kConnectTimeoutMs / 1000, 0};
-    setsockopt(sock.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    kernel::setsockopt(sock.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     sockaddr_storage addr;
     socklen_t len;
     RendezvousAddress(key, &addr, &len);
     int rc;
     do {
-      rc = connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), len);
+      rc = kernel::connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), len);
     } while (rc != 0 && errno == EINTR);
     if (rc == 0) return sock;
     if (errno == EAGAIN) return Status(ETIMEDOUT, "connect(shm rendezvous)");
@@ -83,10 +85,10 @@ Status SendMessage(int sock, const void* msg, size_t len, const int* fds, int nu
   PackRights(fds, static_cast<size_t>(num_fds), control, &mh);
   ssize_t n;
   do {
-    // The raw call: under the compatibility layer sendmsg is interposed, and its SCM_RIGHTS
+    // The kernel's call: under the compatibility layer sendmsg is interposed, and its SCM_RIGHTS
     // handling (socket/fd_passing.h) must not take the fds we pass for the set-up (a proof fd is a
     // SAN socket) for an application's.
-    n = ::syscall(SYS_sendmsg, sock, &mh, MSG_NOSIGNAL);
+    n = kernel::sendmsg(sock, &mh, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return Status::FromErrno("sendmsg(shm rendezvous)");
   if (static_cast<size_t>(n) != len) return Status(EPROTO, "sendmsg(shm rendezvous): short");
@@ -108,7 +110,7 @@ Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fd
   mh.msg_controllen = sizeof(control);
   ssize_t n;
   do {
-    n = ::syscall(SYS_recvmsg, sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    n = kernel::recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return errno == EAGAIN ? Status(EAGAIN, "recvmsg") : Status::FromErrno("recvmsg");
   if (n == 0) return Status(ECONNRESET, "recvmsg(shm rendezvous): peer closed");
@@ -130,7 +132,7 @@ Status ReceiveMessage(int sock, void* msg, size_t len, UniqueFd* fds, int num_fd
 Status CheckPeerCredentials(int sock) {
   ucred cred{};
   socklen_t len = sizeof(cred);
-  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+  if (kernel::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
     return Status::FromErrno("getsockopt(SO_PEERCRED)");
   }
   if (cred.uid != geteuid()) return Status(EPERM, "shm rendezvous: peer uid differs");
@@ -140,7 +142,7 @@ Status CheckPeerCredentials(int sock) {
 int32_t PeerPid(int sock) {
   ucred cred{};
   socklen_t len = sizeof(cred);
-  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
+  if (kernel::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
   return cred.pid > 0 ? cred.pid : 0;
 }
 
@@ -154,7 +156,7 @@ bool OnAnonInode(int fd) {
     const int e = eventfd(0, EFD_CLOEXEC);
     if (e >= 0) {
       fstat(e, &st);
-      close(e);
+      kernel::close(e);
     }
     return st;
   }();
@@ -175,8 +177,9 @@ Status CheckEventFd(int fd) {
   const bool is_eventfd = n >= 0 ? std::strcmp(target, "anon_inode:[eventfd]") == 0
                                  : errno == ENOENT && OnAnonInode(fd);
   if (!is_eventfd) return Status(EPROTO, "shm rendezvous: doorbell is not an eventfd");
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return Status::FromErrno("fcntl");
+  int flags = kernel::fcntl(fd, F_GETFL);
+  if (flags < 0 || kernel::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+    return Status::FromErrno("fcntl");
   return Status::Ok();
 }
 

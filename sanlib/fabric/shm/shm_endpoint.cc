@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/fabric/shm/rendezvous.h"
 #include "sanlib/fabric/shm/ring.h"
 
@@ -57,13 +57,12 @@ Status ShmEndpoint::Setup() {
   peer_arena_end_ = l.arena_offset[peer] + l.arena_bytes[peer];
   own_arena_budget_ = std::min<uint64_t>(parts_.attr.buffer_bytes, l.arena_bytes[own]);
 
-  // Raw: an interposed epoll_create1 would take this private instance for the program's.
-  epoll_.reset(PlaceHigh(static_cast<int>(::syscall(SYS_epoll_create1, EPOLL_CLOEXEC))));
+  epoll_.reset(PlaceHigh(kernel::epoll_create1(EPOLL_CLOEXEC)));
   if (!epoll_.valid()) return Status::FromErrno("epoll_create1");
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = parts_.own_doorbell.get();
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, parts_.own_doorbell.get(), &ev) != 0) {
+  if (kernel::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, parts_.own_doorbell.get(), &ev) != 0) {
     return Status::FromErrno("epoll_ctl(doorbell)");
   }
   if (parts_.rendezvous.valid()) {
@@ -71,7 +70,7 @@ Status ShmEndpoint::Setup() {
     // cannot miss the death of a peer that will never ring.
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = parts_.rendezvous.get();
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, parts_.rendezvous.get(), &ev) != 0) {
+    if (kernel::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, parts_.rendezvous.get(), &ev) != 0) {
       return Status::FromErrno("epoll_ctl(rendezvous)");
     }
   }
@@ -302,14 +301,14 @@ void ShmEndpoint::ClearNotify() {
   // without a ring -- that wake-up peeks (rate-limited like Poll's), as does Poll every
   // kLivenessEveryEmptyPolls empty looks.
   uint64_t value;
-  if (::syscall(SYS_read, parts_.own_doorbell.get(), &value, sizeof(value)) > 0) return;
+  if (kernel::read(parts_.own_doorbell.get(), &value, sizeof(value)) > 0) return;
   CheckPeerAlive(false);
 }
 
 void ShmEndpoint::Ring(int eventfd) {
   const uint64_t one = 1;
   // Nonblocking: a saturated counter (EAGAIN) is already "ringing".
-  [[maybe_unused]] ssize_t rc = write(eventfd, &one, sizeof(one));
+  [[maybe_unused]] ssize_t rc = kernel::write(eventfd, &one, sizeof(one));
 }
 
 void ShmEndpoint::Break(int reason) const {
@@ -320,7 +319,7 @@ void ShmEndpoint::Break(int reason) const {
   own_->gone.store(1, std::memory_order_seq_cst);
   Ring(parts_.peer_doorbell.get());
   Ring(parts_.own_doorbell.get());
-  if (parts_.rendezvous.valid()) shutdown(parts_.rendezvous.get(), SHUT_RDWR);
+  if (parts_.rendezvous.valid()) kernel::shutdown(parts_.rendezvous.get(), SHUT_RDWR);
 }
 
 void ShmEndpoint::CheckPeerAlive(bool force) const {
@@ -333,7 +332,7 @@ void ShmEndpoint::CheckPeerAlive(bool force) const {
   }
   local_->last_liveness_check_ns.store(now, std::memory_order_relaxed);
   char byte;
-  ssize_t n = recv(parts_.rendezvous.get(), &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+  ssize_t n = kernel::recv(parts_.rendezvous.get(), &byte, 1, MSG_DONTWAIT | MSG_PEEK);
   // 0: EOF, the peer process is gone. > 0: nothing may arrive here after set-up.
   if (n >= 0 || (errno != EAGAIN && errno != EINTR)) Break(ECONNRESET);
 }
@@ -395,7 +394,8 @@ Status ShmEndpoint::FinishConnect(int wait_ms) {
   for (;;) {
     const uint64_t now = NowNs();
     pollfd pfd{answering_.get(), POLLIN, 0};
-    int rc = poll(&pfd, 1, now >= deadline ? 0 : static_cast<int>((deadline - now) / 1000000) + 1);
+    int rc = kernel::poll(&pfd, 1,
+                          now >= deadline ? 0 : static_cast<int>((deadline - now) / 1000000) + 1);
     if (rc < 0 && errno != EINTR) return fail(Status::FromErrno("poll(shm rendezvous)"));
     if (rc > 0) {
       Status s = ReceiveMessage(answering_.get(), &reply, sizeof(reply), nullptr, 0);
@@ -417,7 +417,7 @@ Status ShmEndpoint::FinishConnect(int wait_ms) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.fd = parts_.rendezvous.get();
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, parts_.rendezvous.get(), &ev) != 0) {
+  if (kernel::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, parts_.rendezvous.get(), &ev) != 0) {
     return Status::FromErrno("epoll_ctl(rendezvous)");
   }
   local_->connected.store(1, std::memory_order_release);

@@ -2,13 +2,13 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 
 #include <cstring>
 #include <utility>
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/shared_mapping.h"
 #include "sanlib/fabric/shm/rendezvous.h"
@@ -28,13 +28,12 @@ Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
                                                          bool proved) {
   Result<UniqueFd> sock = ListenRendezvous(key);
   if (!sock.ok()) return sock.status();
-  // Raw: an interposed epoll_create1 would take this private instance for the program's.
-  UniqueFd epoll(PlaceHigh(static_cast<int>(::syscall(SYS_epoll_create1, EPOLL_CLOEXEC))));
+  UniqueFd epoll(PlaceHigh(kernel::epoll_create1(EPOLL_CLOEXEC)));
   if (!epoll.valid()) return Status::FromErrno("epoll_create1");
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = sock->get();
-  if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, sock->get(), &ev) != 0) {
+  if (kernel::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, sock->get(), &ev) != 0) {
     return Status::FromErrno("epoll_ctl(listener)");
   }
   return std::unique_ptr<ShmListener>(
@@ -56,7 +55,7 @@ void ShmListener::ResetBacklog() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   if (fresh.ok()) ev.data.fd = fresh->get();
-  if (fresh.ok() && epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fresh->get(), &ev) != 0) {
+  if (fresh.ok() && kernel::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fresh->get(), &ev) != 0) {
     fresh = Status::FromErrno("epoll_ctl(listener)");
   }
   if (!fresh.ok()) {
@@ -72,7 +71,8 @@ void ShmListener::ResetBacklog() {
 void ShmListener::AcceptPending() {
   for (;;) {
     if (!sock_.valid()) return;  // lost in ResetBacklog: nobody can reach us any more
-    UniqueFd conn(PlaceHigh(accept4(sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)));
+    UniqueFd conn(
+        PlaceHigh(kernel::accept4(sock_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)));
     if (!conn.valid()) {
       if (errno == EMFILE || errno == ENFILE) ResetBacklog();
       return;  // EAGAIN, or a transient error the next readiness retries
@@ -89,14 +89,14 @@ void ShmListener::AcceptPending() {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = conn.get();
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, conn.get(), &ev) != 0) continue;
+    if (kernel::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, conn.get(), &ev) != 0) continue;
     pending_.push_back(Pending{std::move(conn), NowNs() + kRequestTimeoutNs});
   }
 }
 
 void ShmListener::Drop(size_t index, int error) {
   int fd = pending_[index].sock.get();
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  kernel::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
   if (error != 0) {
     ReplyMessage reply{kRendezvousMagic, error, 0};
     SendMessage(fd, &reply, sizeof(reply), nullptr, 0);
@@ -177,7 +177,7 @@ Result<std::unique_ptr<Endpoint>> ShmListener::GetRequest() {
     parts.peer_pid = PeerPid(fd);
     parts.self_pid_seen = req.seen_pid > 0 ? req.seen_pid : 0;
     if (has_proof && proved_) parts.proof = std::move(fds[3]);
-    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    kernel::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
     parts.rendezvous = std::move(pending_[i].sock);
     pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
     Result<std::unique_ptr<ShmEndpoint>> ep = ShmEndpoint::Create(std::move(parts));

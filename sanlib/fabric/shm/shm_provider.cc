@@ -11,6 +11,7 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/shared_mapping.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/fabric/shm/rendezvous.h"
@@ -85,12 +86,12 @@ int ShmProvider::RendezvousPid(const sockaddr* addr, socklen_t len) const {
   if (!key.ok()) return 0;
   // The listener's pid is what SO_PEERCRED reports to a client of its socket: connect, ask, and
   // close at once (the listener drops a connection that sends no request).
-  UniqueFd sock(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  UniqueFd sock(kernel::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!sock.valid()) return 0;
   sockaddr_storage where;
   socklen_t where_len;
   RendezvousAddress(key.value(), &where, &where_len);
-  if (connect(sock.get(), reinterpret_cast<sockaddr*>(&where), where_len) != 0) return 0;
+  if (kernel::connect(sock.get(), reinterpret_cast<sockaddr*>(&where), where_len) != 0) return 0;
   return PeerPid(sock.get());
 }
 

@@ -6,12 +6,12 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "sanlib/common/clock.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/fabric/verbs/verbs_provider.h"
 #include "sanlib/fabric/verbs/verbs_wire.h"
@@ -28,8 +28,9 @@ constexpr uint64_t kSendBit = uint64_t{1} << 63;  // wr_id: sends carry it, rece
 constexpr uint32_t kEmptyPollsPerCmCheck = 4096;
 
 Status SetNonblocking(int fd) {
-  const int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+  const int fl = kernel::fcntl(fd, F_GETFL);
+  if (fl < 0 || kernel::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+      kernel::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
     return Status::FromErrno("fcntl");
   }
   return Status::Ok();
@@ -39,7 +40,7 @@ Status AddToEpoll(int epoll, int fd) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = fd;
-  if (epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) return Status::FromErrno("epoll_ctl");
+  if (kernel::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) return Status::FromErrno("epoll_ctl");
   return Status::Ok();
 }
 
@@ -144,8 +145,7 @@ Status VerbsEndpoint::Init(rdma_cm_id* server_id) {
   }
   Status s = SetNonblocking(cm_channel_->fd);
   if (!s.ok()) return s;
-  // Raw: an interposed epoll_create1 would take this private instance for the program's.
-  epoll_.reset(static_cast<int>(::syscall(SYS_epoll_create1, EPOLL_CLOEXEC)));
+  epoll_.reset(kernel::epoll_create1(EPOLL_CLOEXEC));
   wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !wake_.valid()) return Status::FromErrno("epoll/eventfd");
   s = AddToEpoll(epoll_.get(), cm_channel_->fd);
@@ -207,8 +207,8 @@ Status VerbsEndpoint::PostToQp(uint64_t pos) {
 VerbsEndpoint::~VerbsEndpoint() {
   if (InChild()) {
     // The parent's connection: release only this process's copies of plain fds and memory.
-    if (cm_channel_ != nullptr) close(cm_channel_->fd);
-    if (comp_channel_ != nullptr) close(comp_channel_->fd);
+    if (cm_channel_ != nullptr) kernel::close(cm_channel_->fd);
+    if (comp_channel_ != nullptr) kernel::close(comp_channel_->fd);
     if (base_ != nullptr) munmap(base_, mapping_bytes_);
     return;
   }
@@ -514,7 +514,7 @@ void VerbsEndpoint::ClearNotify() {
     while (ibv_get_cq_event(comp_channel_, &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
   }
   uint64_t v;
-  while (read(wake_.get(), &v, sizeof v) > 0) {
+  while (kernel::read(wake_.get(), &v, sizeof v) > 0) {
   }
   pollfd p{cm_channel_->fd, POLLIN, 0};
   if (::poll(&p, 1, 0) > 0) DrainCmEvents();
@@ -539,7 +539,7 @@ void VerbsEndpoint::Break(int reason, const char* why) const {
   // QP to the error state and a DREQ to the peer, so both sides break (the peer may be asleep).
   if (id_ != nullptr && id_->qp != nullptr && !disconnected_.exchange(true)) rdma_disconnect(id_);
   const uint64_t one = 1;
-  if (write(wake_.get(), &one, sizeof one) < 0) {
+  if (kernel::write(wake_.get(), &one, sizeof one) < 0) {
     // Cannot fail short of a closed fd; the peer's DREQ or the flush still wakes a sleeper.
   }
 }

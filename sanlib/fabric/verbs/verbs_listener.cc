@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/fabric/verbs/verbs_endpoint.h"
 #include "sanlib/fabric/verbs/verbs_provider.h"
@@ -21,9 +22,9 @@ Result<std::unique_ptr<VerbsListener>> VerbsListener::Create(const VerbsProvider
   l->fork_generation_ = ForkGeneration();
   l->channel_ = rdma_create_event_channel();
   if (l->channel_ == nullptr) return Status::FromErrno("rdma_create_event_channel");
-  const int fl = fcntl(l->channel_->fd, F_GETFL);
-  if (fl < 0 || fcntl(l->channel_->fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-      fcntl(l->channel_->fd, F_SETFD, FD_CLOEXEC) < 0) {
+  const int fl = kernel::fcntl(l->channel_->fd, F_GETFL);
+  if (fl < 0 || kernel::fcntl(l->channel_->fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+      kernel::fcntl(l->channel_->fd, F_SETFD, FD_CLOEXEC) < 0) {
     return Status::FromErrno("fcntl(rdma channel)");
   }
   if (rdma_create_id(l->channel_, &l->id_, nullptr, RDMA_PS_TCP) != 0) {
@@ -40,7 +41,7 @@ Result<std::unique_ptr<VerbsListener>> VerbsListener::Create(const VerbsProvider
 VerbsListener::~VerbsListener() {
   if (ForkGeneration() != fork_generation_) {
     // The parent's listener: destroying the id through the shared ucma file would end it there.
-    if (channel_ != nullptr) close(channel_->fd);
+    if (channel_ != nullptr) kernel::close(channel_->fd);
     return;
   }
   if (id_ != nullptr) rdma_destroy_id(id_);

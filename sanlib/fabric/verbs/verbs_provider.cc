@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "sanlib/common/clock.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/unique_fd.h"
 #include "sanlib/fabric/address.h"
@@ -134,8 +135,8 @@ bool VerbsProvider::Reaches(const sockaddr* peer, socklen_t len) const {
   // peers are the shm provider's anyway.
   if (IsLoopbackAddress(peer, len)) return false;
   // Which local address would the kernel send from? A connected UDP socket says (no packet sent).
-  UniqueFd udp(socket(peer->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!udp.valid() || connect(udp.get(), peer, len) != 0) return false;
+  UniqueFd udp(kernel::socket(peer->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!udp.valid() || kernel::connect(udp.get(), peer, len) != 0) return false;
   sockaddr_storage source{};
   socklen_t source_len = sizeof source;
   if (getsockname(udp.get(), reinterpret_cast<sockaddr*>(&source), &source_len) != 0) return false;

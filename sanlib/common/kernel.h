@@ -1,8 +1,12 @@
-// san::kernel: the kernel's socket calls, made as raw system calls.
+// san::kernel: the kernel's socket, fd and event calls, made as raw system calls.
 //
-// sanlib's own use of kernel sockets must never re-enter sanlib: once the compatibility layer
-// interposes connect(), send() and friends, a libc call from inside the library would come straight
-// back. Raw syscalls cannot be interposed. Each returns -1 with errno like its libc namesake.
+// sanlib's own use of kernel fds must never re-enter sanlib: once the compatibility layer
+// interposes connect(), send(), write(), epoll_create1() and friends, a libc call from inside the
+// library would come straight back (an interposed epoll_create1 in the shm fabric took the
+// library's private instance for the program's, and nginx deadlocked). Raw syscalls cannot be
+// interposed, and they skip the interposer's look-up on the hot path (a doorbell's write). Every
+// layer uses these: common, the fabrics, the socket layer. Each returns -1 with errno like its
+// libc namesake.
 // Thread-safety: as the system calls.
 #pragma once
 
@@ -62,6 +66,14 @@ inline ssize_t recvv(int fd, const iovec* iov, size_t iovcnt, int flags) {
   m.msg_iovlen = iovcnt;
   return kernel::recvmsg(fd, &m, flags);
 }
+inline ssize_t read(int fd, void* buf, size_t len) { return ::syscall(SYS_read, fd, buf, len); }
+inline ssize_t write(int fd, const void* buf, size_t len) {
+  return ::syscall(SYS_write, fd, buf, len);
+}
+inline ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* to,
+                      socklen_t to_len) {
+  return ::syscall(SYS_sendto, fd, buf, len, flags, to, to_len);
+}
 inline ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   return ::syscall(SYS_sendfile, out_fd, in_fd, offset, count);
 }
@@ -79,7 +91,7 @@ inline int getsockname(int fd, sockaddr* addr, socklen_t* len) {
 inline int getpeername(int fd, sockaddr* addr, socklen_t* len) {
   return static_cast<int>(::syscall(SYS_getpeername, fd, addr, len));
 }
-inline int fcntl(int fd, int cmd, long arg) {
+inline int fcntl(int fd, int cmd, long arg = 0) {
   return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg));
 }
 inline int ioctl(int fd, unsigned long request, void* arg) {
