@@ -175,8 +175,9 @@ wrk_once() {
   load=$(load1)
   before=$(cpu_ticks "$master")
   TIMEFORMAT='%3U %3S'
-  { time timeout $((SECS + 20)) $(prefix "$t") wrk -t1 -d "${SECS}s" --timeout 5s "$@" \
-      "http://127.0.0.1:$port/" > "$log" 2>&1 ; } 2> "$log.time"
+  rm -f "$log.report"
+  { time SAN_REPORT="$log.report" timeout $((SECS + 20)) $(prefix "$t") wrk -t1 -d "${SECS}s" \
+      --timeout 5s "$@" "http://127.0.0.1:$port/" > "$log" 2>&1 ; } 2> "$log.time"
   after=$(cpu_ticks "$master")
   rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$log")
   reqs=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' "$log")
@@ -190,6 +191,11 @@ wrk_once() {
   record "$w" "req/s" "1/s" "$t" "$run" "$rps" "$load"
   [ "${reqs:-0}" = 0 ] && failed "$w" "$t" "$run" "no request succeeded (socket errors ${sockerr:-0}, non-2xx ${non2xx:-0})"
   record "$w" "errors" "count" "$t" "$run" "$(( ${sockerr:-0} + ${non2xx:-0} ))" "$load"
+  # wrk's own SAN_REPORT line (sanlib, at exit): the share of its connections that ended on shm
+  [ "$t" = san ] && [ -s "$log.report" ] && record "$w" "on shm" "%" "$t" "$run" "$(awk '
+    { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] } }
+    END { n = v["shm_connections"] + v["tcp_connections"]; printf "%.2f", n ? 100 * v["shm_connections"] / n : 0 }
+  ' "$log.report")" "$load"
   [ "${sockerr:-0}" != 0 ] || [ "${non2xx:-0}" != 0 ] &&
     { echo "  ERRORS: $w $t run $run: socket errors ${sockerr:-0}, non-2xx ${non2xx:-0}" >&2; STATUS=1; }
   if [ -n "$reqs" ] && [ "$reqs" -gt 0 ]; then
