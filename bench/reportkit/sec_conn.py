@@ -60,7 +60,8 @@ LATE_SHARE = {
     "churn": "errors = 0; too short to move, by design",
     "hold": "errors = 0; idle, then one echo: moves started at the echo, at most 64 at once, and "
             "channels under the fd budget (7 fds each)",
-    "nginx": "errors = 0; close rows too short to move, keep-alive rows move",
+    "nginx": "errors = 0; close rows too short to move, keep-alive rows move up to the fd "
+             "budget (a quarter of the fd limit, 7 fds per channel)",
     "redis": "errors = 0; too short to move, by design",
 }
 
