@@ -73,12 +73,6 @@ sockaddr_in6 PrivateRendezvousAddress(uint64_t id, uint16_t port) {
   return a;
 }
 
-uint64_t PrivateRendezvousId(const sockaddr_in6& addr) {
-  uint64_t id = 0;
-  for (int i = 0; i < 8; ++i) id |= uint64_t{addr.sin6_addr.s6_addr[8 + i]} << (8 * i);
-  return id;
-}
-
 bool IsPrivateRendezvous(const sockaddr* addr, socklen_t len) {
   if (addr->sa_family != AF_INET6 || len < sizeof(sockaddr_in6)) return false;
   static const uint8_t kPrefix[8] = {0x01, 0, 0, 0, 0, 0, 0, 0};

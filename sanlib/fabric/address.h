@@ -30,8 +30,6 @@ Status ConnectKeys(const sockaddr* addr, socklen_t len, std::vector<std::string>
 // IPv6 discard prefix 100::/64, which no host uses: its key is tried exactly, never with the
 // wildcards (a real listener on the same port must not see such requests).
 sockaddr_in6 PrivateRendezvousAddress(uint64_t id, uint16_t port);
-// The id PrivateRendezvousAddress made `addr` from.
-uint64_t PrivateRendezvousId(const sockaddr_in6& addr);
 bool IsPrivateRendezvous(const sockaddr* addr, socklen_t len);
 
 // True for 127.0.0.0/8, ::1 and their v4-mapped forms.

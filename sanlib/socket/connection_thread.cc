@@ -20,10 +20,8 @@
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/peer_uid.h"
-#include "sanlib/fabric/address.h"
 #include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/late_upgrade.h"
-#include "sanlib/socket/open_sides.h"
 #include "sanlib/socket/socket_ops.h"
 
 namespace san {
@@ -65,17 +63,6 @@ Status ConnectionThread::EnsureRunning() {
   return StartThreadLocked();
 }
 
-namespace {
-
-// A late listener's key in OpenSides: the id its private rendezvous address was made from.
-uint64_t LateSideKey(const sockaddr_storage& addr) {
-  sockaddr_in6 a{};
-  std::memcpy(&a, &addr, sizeof a);
-  return fabric::PrivateRendezvousId(a);
-}
-
-}  // namespace
-
 Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr,
                                      std::unique_ptr<fabric::Listener> listener,
                                      uint32_t provider_caps, const proto::StreamParams& params,
@@ -87,8 +74,6 @@ Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr
     served_.push_back(Served{listen_fd, late ? SocketId{} : IdentityOf(listen_fd), addr,
                              std::move(listener), provider_caps, params, late, late_fd,
                              late_socket_id});
-    // A late move's side is open from now on (the listener listens): its upper end may dial.
-    if (late) served_.back().announced = OpenSides::ForThisUser().Announce(LateSideKey(addr));
   }
   eventfd_write(control_.get(), 1);
   return Status::Ok();
@@ -98,7 +83,6 @@ std::vector<std::unique_ptr<fabric::Listener>> ConnectionThread::UnserveLocked(i
   std::vector<std::unique_ptr<fabric::Listener>> listeners;  // one per provider serving the socket
   for (auto it = served_.begin(); it != served_.end();) {
     if (it->listen_fd == listen_fd) {
-      if (it->announced) OpenSides::ForThisUser().Withdraw(LateSideKey(it->addr));
       listeners.push_back(std::move(it->listener));
       it = served_.erase(it);
     } else {

@@ -138,7 +138,6 @@ class ConnectionThread {
     bool late;
     int late_fd = -1;  // a late listener's socket
     uint64_t late_socket_id = 0;
-    bool announced = false;  // a late listener's side is in OpenSides (withdrawn with it)
   };
   struct Pending {
     int listen_fd;  // -1 once orphaned

@@ -11,7 +11,6 @@
 #include "sanlib/common/fnv1a.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/peer_uid.h"
-#include "sanlib/socket/open_sides.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/socket/fd_budget.h"
 #include "sanlib/common/kernel.h"
@@ -176,12 +175,6 @@ Status LearnRoles(SanSocket& s, LateUpgrade& u) {
   return Status::Ok();
 }
 
-// Whether OpenSides can show the upper end its lower end's side: shm only (a verbs peer is on
-// another host), and only if this process has the table.
-bool SidesSeen(const LateUpgrade& u) {
-  return u.provider->kind() == fabric::ProviderKind::kShm && OpenSides::ForThisUser().usable();
-}
-
 // The upper end's attempt to reach the lower end's side failed with `why` (mu held, phase
 // kConnecting): a refusal (the side is not open yet, or full) is tried again with backoff, up to
 // kMaxAttempts; anything else leaves the connection TCP.
@@ -191,11 +184,7 @@ void RetryOrFailLocked(SanSocket& s, LateUpgrade& u, const Status& why, uint64_t
   } else if (++u.attempts >= kMaxAttempts) {
     FailLocked(s, u, NeverTookPart(u, "never opened its side"));
   } else {
-    // The next dial not before the backoff unless OpenSides sees the side open, which is looked
-    // at in every call meanwhile when a look can tell (open_sides.h).
-    const uint64_t backoff = kRetryBaseNs << std::min(u.attempts - 1, kDoublings);
-    u.blind_dial_ns = now + backoff;
-    u.next_ns = SidesSeen(u) ? now : now + backoff;
+    u.next_ns = now + (kRetryBaseNs << std::min(u.attempts - 1, kDoublings));
   }
 }
 
@@ -246,9 +235,6 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
         SetLatePhase(u.phase, LatePhase::kConnecting);
-        // The lower end opens its side at its own due time, give or take its connection thread's
-        // batching, or later behind other moves: a dial before its side is open is refused.
-        u.blind_dial_ns = SidesSeen(u) ? now + LateTurnWaitNs() : now;
         return Advance(s, u);
       }
       const proto::StreamParams params = rt.StreamParamsFor(*u.provider);
@@ -275,14 +261,6 @@ void Advance(SanSocket& s, LateUpgrade& u) {
     }
     case LatePhase::kConnecting: {
       if (now < u.next_ns) return;
-      // Dialled once the side is seen open, looked at in every call (a few loads), or blind once
-      // its time has come (OpenSides is a hint: the lower end may be another user's process, or
-      // not see our /dev/shm). A side often opens between two calls of ours: the lower end's own
-      // call opens it (a fork child's connection thread has no schedule of the parent's).
-      if (now < u.blind_dial_ns && SidesSeen(u) &&
-          OpenSides::ForThisUser().Look(HashTuple(u.tuple)) != OpenSides::Presence::kOpen) {
-        return;
-      }
       const sockaddr_in6 where = RendezvousOf(u);
       // Dialled first: until the lower end opens its side (it may wait its turn behind
       // kMaxLateListeners other moves) a refusal costs a socket and a connect, not a segment

@@ -93,7 +93,6 @@ struct LateUpgrade {
   uint64_t next_ns;        // the next step's time
   uint64_t give_up_ns = 0;
   uint32_t attempts = 0;
-  uint64_t blind_dial_ns = 0;  // upper end: dials before this only if OpenSides says "open"
   int token = 0;  // the private listener at the connection thread
   std::unique_ptr<proto::Stream> stream;
   fabric::Provider* provider = nullptr;
