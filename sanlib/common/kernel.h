@@ -50,20 +50,23 @@ inline ssize_t send(int fd, const void* buf, size_t len, int flags) {
 inline ssize_t recv(int fd, void* buf, size_t len, int flags) {
   return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
 }
+// A message header carrying just an iovec array.
+inline msghdr IovMessage(const iovec* iov, size_t iovcnt) {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = iovcnt;
+  return m;
+}
 // An iovec array's send/recv: sendto/recvfrom for a single buffer (the kernel's cheaper path,
 // what most programs call), sendmsg/recvmsg otherwise.
 inline ssize_t sendv(int fd, const iovec* iov, size_t iovcnt, int flags) {
   if (iovcnt == 1) return kernel::send(fd, iov[0].iov_base, iov[0].iov_len, flags);
-  msghdr m{};
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = iovcnt;
+  const msghdr m = IovMessage(iov, iovcnt);
   return kernel::sendmsg(fd, &m, flags);
 }
 inline ssize_t recvv(int fd, const iovec* iov, size_t iovcnt, int flags) {
   if (iovcnt == 1) return kernel::recv(fd, iov[0].iov_base, iov[0].iov_len, flags);
-  msghdr m{};
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = iovcnt;
+  msghdr m = IovMessage(iov, iovcnt);
   return kernel::recvmsg(fd, &m, flags);
 }
 inline ssize_t read(int fd, void* buf, size_t len) { return ::syscall(SYS_read, fd, buf, len); }

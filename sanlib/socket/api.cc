@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "san/san.h"
-#include "sanlib/socket/file_transfer.h"
 #include "sanlib/common/kernel.h"
+#include "sanlib/socket/file_transfer.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 

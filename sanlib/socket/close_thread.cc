@@ -11,8 +11,8 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/config.h"
-#include "sanlib/common/log.h"
 #include "sanlib/common/kernel.h"
+#include "sanlib/common/log.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/tcp_move.h"
 

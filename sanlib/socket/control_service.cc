@@ -13,10 +13,10 @@
 #include "sanlib/common/clock.h"
 #include "sanlib/common/control_name.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/scm_rights.h"
 #include "sanlib/proto/close_state.h"
 #include "sanlib/socket/handover.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_upgrade.h"
 
 namespace san {

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/drive.h"
 #include "sanlib/socket/iov_remainder.h"
-#include "sanlib/common/kernel.h"
 
 namespace san {
 namespace {

@@ -5,8 +5,8 @@
 #include <errno.h>
 
 #include "sanlib/common/clock.h"
-#include "sanlib/socket/epoll_set.h"
 #include "sanlib/common/kernel.h"
+#include "sanlib/socket/epoll_set.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 

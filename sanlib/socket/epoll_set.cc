@@ -12,9 +12,9 @@
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_index.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_phase.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
@@ -738,9 +738,8 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     }
     if (rc < 0) return Fail(err);
     // A ppoll that ended on a member, `epfd` quiet: the next round leaves the kernel out.
-    kernel_seen = rc > 0 && !fds.front().revents && !(use_inner && few[0].revents)
-                      ? KernelSetSeen::kQuiet
-                      : KernelSetSeen::kReady;
+    const bool epfd_ready = (use_inner ? few[0].revents : fds.front().revents) != 0;
+    kernel_seen = rc > 0 && !epfd_ready ? KernelSetSeen::kQuiet : KernelSetSeen::kReady;
     round = -1;
   }
 }

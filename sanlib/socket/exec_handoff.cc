@@ -17,10 +17,10 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/socket/exec_image.h"
 #include "sanlib/socket/fork_holders.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/tcp_move.h"

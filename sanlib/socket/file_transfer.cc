@@ -13,8 +13,8 @@
 #include <memory>
 #include <span>
 
-#include "sanlib/socket/drive.h"
 #include "sanlib/common/kernel.h"
+#include "sanlib/socket/drive.h"
 
 namespace san {
 namespace {

@@ -9,10 +9,10 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/control_name.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/scm_rights.h"
 #include "sanlib/socket/control_service.h"
 #include "sanlib/socket/image_shape.h"
-#include "sanlib/common/kernel.h"
 
 namespace san {
 namespace {

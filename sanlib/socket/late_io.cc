@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "sanlib/common/clock.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/socket/drive.h"
 #include "sanlib/socket/iov_remainder.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_steps.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"

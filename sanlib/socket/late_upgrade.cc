@@ -9,11 +9,11 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fnv1a.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/peer_uid.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/socket/fd_budget.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/late_counts.h"
 #include "sanlib/socket/late_fork.h"
 #include "sanlib/socket/late_steps.h"

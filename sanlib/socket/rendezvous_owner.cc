@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/socket/handover.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 

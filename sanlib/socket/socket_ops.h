@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "sanlib/common/kernel.h"
 #include "sanlib/fabric/provider.h"
 #include "sanlib/proto/wire.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/san_socket.h"
 #include "sanlib/socket/socket_table.h"
 

@@ -9,10 +9,10 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/proto/wire.h"
 #include "sanlib/socket/deadline_io.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 
 namespace san {

@@ -20,11 +20,11 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fnv1a.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/proto/upgrade_wire.h"
 #include "sanlib/proto/wire.h"
 #include "sanlib/socket/deadline_io.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 

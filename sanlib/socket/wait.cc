@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
-#include "sanlib/common/kernel.h"
 #include "sanlib/socket/socket_ops.h"
 
 namespace san {
