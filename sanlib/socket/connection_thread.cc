@@ -1,14 +1,12 @@
 #include "sanlib/socket/connection_thread.h"
 
-#include <sys/stat.h>
-
-#include "sanlib/common/fd_placement.h"
-
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,11 +15,13 @@
 #include <thread>
 
 #include "sanlib/common/clock.h"
+#include "sanlib/common/fd_placement.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/peer_uid.h"
 #include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/late_upgrade.h"
+#include "sanlib/socket/rendezvous_owner.h"
 #include "sanlib/socket/socket_ops.h"
 
 namespace san {
@@ -252,6 +252,38 @@ void ConnectionThread::ScheduleDrive(int fd, uint64_t socket_id) {
   Schedule(DriveDue(fd, socket_id), true);
 }
 
+void ConnectionThread::WatchOwner(int listen_fd, uint64_t socket_id, int owner_pid) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const OwnerWatch& w : watches_) {
+      if (w.socket_id == socket_id && w.owner == owner_pid) return;  // since an earlier fork
+    }
+  }
+  // ESRCH: gone since the caller looked: taken over at the thread's first pass. Another failure (no
+  // pidfds before Linux 5.3, no fds): no watch; the next accept() on the socket looks for the owner
+  // (CheckRendezvousOwner).
+  UniqueFd pidfd(PlaceHigh(static_cast<int>(::syscall(SYS_pidfd_open, owner_pid, 0))));
+  if (!pidfd.valid() && errno != ESRCH) {
+    SAN_LOG_DEBUG("fd %d: cannot watch the SAN rendezvous owner %d: pidfd_open: %s", listen_fd,
+                  owner_pid, strerror(errno));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || !StartThreadLocked().ok()) return;
+    watches_.push_back(OwnerWatch{listen_fd, socket_id, owner_pid, std::move(pidfd)});
+  }
+  eventfd_write(control_.get(), 1);
+}
+
+void ConnectionThread::TakeOverFromGone(const std::vector<OwnerWatch>& gone) {
+  auto pin = table_.Pin();  // a close() deletes sockets only outside it
+  for (const OwnerWatch& w : gone) {
+    SanSocket* s = table_.Find(w.listen_fd);
+    if (s && s->id == w.socket_id) TakeOverFrom(*s, w.listen_fd, w.owner);
+  }
+}
+
 void ConnectionThread::RunDueLateLocked(std::unique_lock<std::mutex>& lock) {
   const uint64_t now = NowNs();
   size_t due = 0;
@@ -326,6 +358,7 @@ void ConnectionThread::AfterForkChild() {
   new (&settled_) std::condition_variable();
   pending_.clear();
   late_.clear();
+  watches_.clear();  // the parent's owners; the child's own are added after this
   mu_.unlock();
 }
 
@@ -406,9 +439,20 @@ void ConnectionThread::Run() {
         owners.push_back(s.listener.get());
       }
     }
+    const size_t first_watch = fds.size();
+    size_t watched = 0;
+    bool owner_gone = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const OwnerWatch& w : watches_) {
+        fds.push_back(pollfd{w.pidfd.get(), POLLIN, 0});  // -1 (ignored) if gone already
+        owners.push_back(nullptr);
+        owner_gone |= !w.pidfd.valid();
+      }
+      watched = watches_.size();
+    }
     // Handshakes in progress: their doorbells carry the client's last set-up message (verbs: the
     // rdma_cm channel). The 1 s bound below also lets FinishAccept enforce the set-up limit.
-    const size_t first_handshake = fds.size();
     for (proto::Stream* s : handshakes_) {
       fds.push_back(pollfd{s->endpoint().notify_fd(), POLLIN, 0});
       owners.push_back(nullptr);
@@ -419,10 +463,10 @@ void ConnectionThread::Run() {
     // wakes some 100 times a second, not once per connection, and a move starts at most that much
     // after its delay.
     constexpr uint64_t kLateBatchMs = 10;
-    int timeout_ms = 1000;
+    int timeout_ms = owner_gone ? 0 : 1000;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!late_.empty()) {
+      if (!late_.empty() && timeout_ms > 0) {
         const uint64_t now = NowNs();
         const uint64_t due = late_.front().due_ns;
         timeout_ms = due <= now ? 0
@@ -446,9 +490,28 @@ void ConnectionThread::Run() {
         return ClaimProved(t, proof_fd);
       });
     }
-    for (size_t i = 2; i < first_handshake; ++i) {
+    for (size_t i = 2; i < first_watch; ++i) {
       if (fds[i].revents) ServeRequests(owners[i]);
     }
+    // Watches are only appended meanwhile (WatchOwner; AfterForkChild runs in another process):
+    // the first `watched` are the ones polled.
+    std::vector<OwnerWatch> gone;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      size_t kept = 0;
+      for (size_t i = 0; i < watches_.size(); ++i) {
+        const bool ended =
+            i < watched && (!watches_[i].pidfd.valid() || fds[first_watch + i].revents != 0);
+        if (ended) {
+          gone.push_back(std::move(watches_[i]));
+        } else {
+          if (kept != i) watches_[kept] = std::move(watches_[i]);
+          ++kept;
+        }
+      }
+      watches_.erase(watches_.begin() + static_cast<std::ptrdiff_t>(kept), watches_.end());
+    }
+    if (!gone.empty()) TakeOverFromGone(gone);
     AdvanceHandshakes();
     if (const uint64_t now = NowNs(); now - last_sweep_ns >= kGhostSweepNs) {
       last_sweep_ns = now;

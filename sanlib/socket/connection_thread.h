@@ -20,7 +20,8 @@
 //
 // Thread-safety: all public methods are thread-safe. The thread starts with the process's first SAN
 // socket (EnsureRunning). In a fork child it does not exist until the child makes a SAN socket of
-// its own; listeners inherited from the parent stay served by the parent's thread.
+// its own, or forks while it holds a listener whose rendezvous another process serves
+// (WatchOwner); listeners inherited from the parent stay served by the parent's thread.
 #pragma once
 
 #include <pthread.h>
@@ -109,6 +110,11 @@ class ConnectionThread {
   // request went out): if the application has not switched it kDriveAfterNs from now, this
   // thread does (DriveLateSide).
   void ScheduleDrive(int fd, uint64_t socket_id);
+  // A listening socket this process holds (fd `listen_fd`, SanSocket::id `socket_id`) whose
+  // rendezvous the live process `owner_pid` serves: this thread watches the owner's exit (a
+  // pidfd in its poll set) and takes the rendezvous over when it goes (rendezvous_owner.h
+  // WatchForeignRendezvous, before each fork). Starts the thread; once per socket and owner.
+  void WatchOwner(int listen_fd, uint64_t socket_id, int owner_pid);
 
   // pthread_atfork hooks (the lock must not be held across fork). QuiesceForFork runs first of
   // all the runtime's: it waits (at most kQuiesceMs) until the thread is between its steps, asleep
@@ -209,6 +215,15 @@ class ConnectionThread {
   static constexpr uint64_t kDriveEveryNs = 1000000;
   static constexpr uint32_t kDriveTries = 200;
   void RunDueLateLocked(std::unique_lock<std::mutex>& lock);
+  struct OwnerWatch {
+    int listen_fd;
+    uint64_t socket_id;
+    int owner;
+    UniqueFd pidfd;  // invalid: the owner was gone already when the watch began
+  };
+  std::vector<OwnerWatch> watches_;  // (mu_)
+  // Takes the rendezvous of each watch whose owner has gone over (the thread's, no lock held).
+  void TakeOverFromGone(const std::vector<OwnerWatch>& gone);
   UniqueFd control_;  // eventfd: the set of listeners changed, or stop
   pthread_t thread_{};
   bool running_ = false;

@@ -24,26 +24,6 @@ socklen_t LengthOf(const sockaddr_storage& a) {
 
 bool OwnerGone(int owner) { return owner > 0 && kill(owner, 0) != 0 && errno == ESRCH; }
 
-// The owner `seen` no longer serves the rendezvous: open it here, or learn who did.
-void TakeOver(SanSocket& ls, int listen_fd, int seen) {
-  // One thread of this process does it; the others carry on with what it leaves behind.
-  if (!ls.rendezvous_owner.compare_exchange_strong(seen, -1)) return;
-  bool in_use = false;
-  if (OpenRendezvous(ls, listen_fd, &in_use)) {
-    SAN_LOG_INFO("fd %d: took over the SAN rendezvous of pid %d", listen_fd, seen);
-    return;
-  }
-  int now_owner = 0;
-  Result<sockaddr_storage> addr = LocalAddress(listen_fd);
-  std::string why;
-  fabric::Provider* provider = Runtime::Get().ListenProvider(&why);
-  if (in_use && addr.ok() && provider) {
-    now_owner =
-        provider->RendezvousPid(reinterpret_cast<sockaddr*>(&addr.value()), LengthOf(addr.value()));
-  }
-  ls.rendezvous_owner.store(now_owner);
-}
-
 // The owner did not hand the channel over because it does not serve this socket any more, or
 // cannot be reached at all: the rendezvous has moved or is gone.
 bool OwnerLost(int code) { return code == ENXIO || code == ECONNREFUSED || code == EPERM; }
@@ -72,7 +52,11 @@ bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
     Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
         reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));
     if (!listener.ok()) {
-      if (listener.status().code() == EADDRINUSE && in_use) *in_use = true;
+      if (listener.status().code() == EADDRINUSE && in_use) {
+        *in_use = true;  // its channels are claimed from the process that serves it (below)
+        SAN_LOG_INFO("fd %d: %s rendezvous served by another process", fd, provider->name());
+        continue;
+      }
       SAN_LOG_INFO("fd %d: %s rendezvous unavailable (%s); its clients will use kernel TCP", fd,
                    provider->name(), listener.status().ToString().c_str());
       continue;
@@ -96,6 +80,53 @@ bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
     }
   }
   return opened;
+}
+
+void TakeOverFrom(SanSocket& ls, int listen_fd, int gone) {
+  int seen = gone;
+  // One thread of this process does it; the others carry on with what it leaves behind.
+  if (!ls.rendezvous_owner.compare_exchange_strong(seen, -1)) return;
+  bool in_use = false;
+  if (OpenRendezvous(ls, listen_fd, &in_use)) {
+    SAN_LOG_INFO("fd %d: took over the SAN rendezvous of pid %d", listen_fd, seen);
+    return;
+  }
+  int now_owner = 0;
+  Result<sockaddr_storage> addr = LocalAddress(listen_fd);
+  std::string why;
+  fabric::Provider* provider = Runtime::Get().ListenProvider(&why);
+  if (in_use && addr.ok() && provider) {
+    now_owner =
+        provider->RendezvousPid(reinterpret_cast<sockaddr*>(&addr.value()), LengthOf(addr.value()));
+  }
+  ls.rendezvous_owner.store(now_owner);
+}
+
+void WatchForeignRendezvous() {
+  Runtime& rt = Runtime::Get();
+  struct Foreign {
+    int fd;
+    uint64_t id;
+    int owner;
+  };
+  std::vector<Foreign> foreign;  // gathered first: the takeover and the watch take other locks
+  const int self = ThisPid();
+  rt.table().ForEachNumber([&](int fd, SanSocket* s) {
+    const int owner = s->rendezvous_owner.load();
+    if (owner > 0 && owner != self && s->listening.load())
+      foreign.push_back(Foreign{fd, s->id, owner});
+  });
+  if (foreign.empty()) return;
+  auto pin = rt.table().Pin();  // a close() deletes sockets only outside it
+  for (const Foreign& f : foreign) {
+    SanSocket* s = rt.table().Find(f.fd);
+    if (!s || s->id != f.id) continue;
+    if (OwnerGone(f.owner)) {
+      TakeOverFrom(*s, f.fd, f.owner);
+    } else {
+      rt.connections().WatchOwner(f.fd, f.id, f.owner);
+    }
+  }
 }
 
 SanSocket* AdoptListener(int fd) {
@@ -125,7 +156,7 @@ SanSocket* AdoptListener(int fd) {
 void CheckRendezvousOwner(SanSocket& ls, int listen_fd) {
   const int owner = ls.rendezvous_owner.load();
   // Every accept looks: ThisPid, not getpid (a syscall).
-  if (owner != ThisPid() && OwnerGone(owner)) TakeOver(ls, listen_fd, owner);
+  if (owner != ThisPid() && OwnerGone(owner)) TakeOverFrom(ls, listen_fd, owner);
 }
 
 Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd, int conn_fd,
@@ -148,7 +179,7 @@ Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd,
     if (!OwnerLost(code)) return claimed.status();
     SAN_LOG_INFO("fd %d: the SAN rendezvous owner %d is gone (%s)", listen_fd, owner,
                  claimed.status().ToString().c_str());
-    TakeOver(ls, listen_fd, owner);
+    TakeOverFrom(ls, listen_fd, owner);
   }
   return std::unique_ptr<proto::Stream>();
 }

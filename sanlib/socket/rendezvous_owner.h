@@ -6,12 +6,15 @@
 // the listening socket -- fork children of a prefork server or a daemon, a process it was passed
 // to -- accept connections whose channels the owner filed and claim them (handover.h). The owner
 // may exit (a daemon's parent, a prefork creator) or close its copy (a creator that becomes a
-// client): then the rendezvous is gone, clients fall back to kernel TCP, and the next process
-// that accepts takes the rendezvous over -- it opens it itself, or, if another process of the
-// group was first, learns that one's pid from the provider -- so later clients get channels
-// again. A client is never refused for any of this: a connection whose channel cannot be found is
-// kernel TCP on both ends; only a channel that exists but could not be handed over resets it (the
-// client would otherwise wait on a channel nobody reads).
+// client): then the rendezvous is gone, clients fall back to kernel TCP, and a process that
+// holds the socket takes the rendezvous over -- it opens it itself, or, if another process of
+// the group was first, learns that one's pid from the provider -- so later clients get channels
+// again. Which process: one that forked while holding the socket, as soon as the owner exits
+// (its connection thread watches the owner: the daemon a daemon's parent leaves behind, nginx's
+// master, which never accepts itself), or else the next process that accepts on the socket. A
+// client is never refused for any of this: a connection whose channel cannot be found is kernel TCP
+// on both ends; only a channel that exists but could not be handed over resets it (the client would
+// otherwise wait on a channel nobody reads).
 //
 // Thread-safety: as the C API. SanSocket::rendezvous_owner is the shared word: the takeover
 // claims it with a compare-and-swap, so one thread of a process opens the rendezvous.
@@ -34,6 +37,17 @@ bool OpenRendezvous(SanSocket& s, int fd, bool* in_use = nullptr);
 // Before an accept on `ls` (fd `listen_fd`) by a process that is not its owner: if the owner
 // process is gone, takes the rendezvous over. One kill(2) when the owner is alive.
 void CheckRendezvousOwner(SanSocket& ls, int listen_fd);
+
+// The owner `gone` no longer serves the rendezvous of `ls`: opens it here, or learns which
+// process of the group did. Nothing if another thread of this process is at it, or did it.
+void TakeOverFrom(SanSocket& ls, int listen_fd, int gone);
+
+// Before this process forks: every listening socket whose rendezvous another process serves is
+// taken over now if that process is gone, and otherwise watched by this process's connection
+// thread (ConnectionThread::WatchOwner), which takes it over when the owner goes. The fork is
+// the sign that this process serves the socket through others: nginx's master, left behind by
+// the launcher that called listen(), forks its workers and never accepts itself.
+void WatchForeignRendezvous();
 
 // The channel for the connection `tuple` accepted on `ls`: filed here, or claimed from the
 // owner. nullptr: the client has none (plain, or it fell back): kernel TCP. An error: the client

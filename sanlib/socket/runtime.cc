@@ -19,6 +19,7 @@
 #include "sanlib/fabric/address.h"
 #include "sanlib/fabric/registry.h"
 #include "sanlib/socket/late_fork.h"
+#include "sanlib/socket/rendezvous_owner.h"
 #include "sanlib/socket/socket_ops.h"
 
 namespace san {
@@ -52,7 +53,8 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
   if (!config_.report.empty()) OpenReport();
   pthread_atfork(
       [] {
-        CheckMissedFork();  // a raw clone's child that forks: its locks are the parent's
+        CheckMissedFork();         // a raw clone's child that forks: its locks are the parent's
+        WatchForeignRendezvous();  // before the locks: it may open a rendezvous
         Runtime& rt = Get();
         rt.connections_.QuiesceForFork();  // first: a step of its thread may take the others
         rt.table_.BeforeFork(&KeepAcrossFork);
