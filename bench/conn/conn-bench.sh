@@ -20,7 +20,9 @@ usage: $0 [options]
   --out DIR          where summary.csv, runs.csv and logs go (default: a new mktemp -d)
   --runs N           runs per transport (default 5)
   --only LIST        any of churn,hold,nginx,redis (default all)
-  --connections N    hold: connections at once (default 10000)
+  --connections LIST hold: connections at once, one measurement each (default 10000,budget;
+                     budget: the most channels the fd budget admits on shm, in hundreds: a
+                     quarter of the fd limit, 7 fds each, sanlib/socket/fd_budget.h)
   --seconds S        churn loop and wrk duration per measurement (default 3)
   --requests N       redis-benchmark -n (default 20000)
   --quick            3 runs, 1 s measurements, hold 2000, redis -n 2000: about 2 minutes
@@ -33,7 +35,7 @@ SANRUN=""
 OUT=""
 RUNS=5
 ONLY="churn,hold,nginx,redis"
-CONNS=10000
+CONNS=10000,budget
 SECS=3
 REQS=20000
 QUICK=0
@@ -324,6 +326,10 @@ print_table() {
 # ---- the runs ----
 mkdir -p "$OUT/logs"
 ulimit -Hn 65536 2>/dev/null; ulimit -Sn "$(ulimit -Hn)" 2>/dev/null
+ulimit -n > "$OUT/fd-limit"  # the report reads what the fd budget admits from it
+# `budget` in --connections: the most connections whose channels all fit in the fd budget
+BUDGET_CONNS=$(( $(ulimit -n) / 4 / 7 / 100 * 100 ))
+CONNS=${CONNS//budget/$BUDGET_CONNS}
 echo "conn-bench.sh: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $RUNS runs per transport" \
   "interleaved san,tcp; ${SECS}s per measurement; fd limit $(ulimit -n); output in $OUT" >&2
 echo "  sanrun: $SANRUN; conn-bench: $CONNBENCH (libsan: $(ldd "$CONNBENCH" | awk '/libsan/ { print $3 }'))" >&2
@@ -339,12 +345,15 @@ if wanted churn; then
   [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
 fi
 if wanted hold; then
-  echo "== hold: $CONNS connections at once (conn-bench hold)" >&2
-  timeout $((RUNS * 2 * 200 + 30)) "$CONNBENCH" hold --runs "$RUNS" --connections "$CONNS" \
-    --csv "$SUMMARY" --runs-csv "$OUT/runs-conn.csv" > "$OUT/logs/hold.txt" 2> "$OUT/logs/hold.err"
-  rc=$?
-  cat "$OUT/logs/hold.err" >&2
-  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "hold,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+  for n in ${CONNS//,/ }; do
+    echo "== hold: $n connections at once (conn-bench hold)" >&2
+    timeout $((RUNS * 2 * 200 + 30)) "$CONNBENCH" hold --runs "$RUNS" --connections "$n" \
+      --csv "$SUMMARY" --runs-csv "$OUT/runs-conn.csv" > "$OUT/logs/hold-$n.txt" \
+      2> "$OUT/logs/hold-$n.err"
+    rc=$?
+    cat "$OUT/logs/hold-$n.err" >&2
+    [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "hold n=$n,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+  done
 fi
 echo "workload,metric,unit,transport,run,value,load1" > "$RUNSCSV"
 if wanted nginx; then
