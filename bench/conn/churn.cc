@@ -1,10 +1,12 @@
 // conn-bench churn: connect + 1-byte echo + close, per second (churn.h).
 #include "churn.h"
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -41,8 +43,9 @@ struct ClientReport {
   char first_error[128] = {};
 };
 
-// The server: accept, echo one byte, close; until a connection brings kQuit.
-int ServeEcho(const Calls& calls, int to_parent) {
+// The server: accept, echo one byte, close; until a connection brings kQuit. Without the echo:
+// accept, close; until a connection comes after `*stop` was set.
+int ServeEcho(const Calls& calls, bool echo, const std::atomic<int>* stop, int to_parent) {
   uint16_t port = 0;
   const int listener = OpenListener(calls, 1024, &port);
   if (listener < 0 || !WriteAll(to_parent, &port, sizeof port)) return 2;
@@ -60,6 +63,11 @@ int ServeEcho(const Calls& calls, int to_parent) {
       continue;
     }
     ++report.accepted;
+    if (!echo) {
+      calls.close(fd);
+      if (stop->load()) break;
+      continue;
+    }
     char byte = 0;
     const ssize_t got = calls.recv(fd, &byte, 1, 0);
     if (got == 1 && byte == kQuit) {
@@ -79,8 +87,21 @@ int ServeEcho(const Calls& calls, int to_parent) {
   return WriteAll(to_parent, &report, sizeof report) ? 0 : 3;
 }
 
+// A connection that worked: counted, with its mode (the first fallback reason kept).
+void CountMode(const Calls& calls, int fd, ClientReport* report, std::string* first) {
+  ++report->connections;
+  std::string why;
+  const std::string mode = ConnectionMode(calls, fd, &why);
+  if (mode == "shm") {
+    ++report->shm;
+  } else if (&calls != FindCalls("tcp") && first->empty()) {
+    *first = "connection on " + mode + (why.empty() ? "" : ": " + why);
+  }
+}
+
 // One client: the timed loop.
-int ConnectLoop(const Calls& calls, uint16_t port, double seconds, int to_parent, int from_parent) {
+int ConnectLoop(const Calls& calls, uint16_t port, const ChurnParams& params, int to_parent,
+                int from_parent) {
   char go = 0;
   if (!ReadWithin(from_parent, &go, 1, 10000) || go != kGo) return 2;
   ClientReport report;
@@ -91,7 +112,7 @@ int ConnectLoop(const Calls& calls, uint16_t port, double seconds, int to_parent
   };
   const sockaddr_in server = Loopback(port);
   const double start = Now();
-  const double end = start + seconds;
+  const double end = start + params.seconds;
   unsigned char next = 0;
   while (Now() < end && report.errors < kMaxErrors) {
     const int fd = calls.socket(AF_INET, calls.socket_type | SOCK_CLOEXEC, 0);
@@ -104,6 +125,13 @@ int ConnectLoop(const Calls& calls, uint16_t port, double seconds, int to_parent
     unsigned char echo = 0;
     if (calls.connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof server) != 0) {
       fail(Failure("connect", errno));
+    } else if (!params.echo) {
+      // The server's close: EOF.
+      if (const ssize_t got = calls.recv(fd, &echo, 1, 0); got != 0) {
+        fail(got > 0 ? std::string("recv: a byte instead of EOF") : Failure("recv", errno));
+      } else {
+        CountMode(calls, fd, &report, &first);
+      }
     } else if (calls.send(fd, &next, 1, MSG_NOSIGNAL) != 1) {
       fail(Failure("send", errno));
     } else if (const ssize_t got = calls.recv(fd, &echo, 1, 0); got != 1) {
@@ -111,14 +139,7 @@ int ConnectLoop(const Calls& calls, uint16_t port, double seconds, int to_parent
     } else if (echo != next) {
       fail("echo mismatch: sent " + std::to_string(next) + ", got " + std::to_string(echo));
     } else {
-      ++report.connections;
-      std::string why;
-      const std::string mode = ConnectionMode(calls, fd, &why);
-      if (mode == "shm") {
-        ++report.shm;
-      } else if (&calls != FindCalls("tcp") && first.empty()) {
-        first = "connection on " + mode + (why.empty() ? "" : ": " + why);
-      }
+      CountMode(calls, fd, &report, &first);
     }
     calls.close(fd);
   }
@@ -128,15 +149,16 @@ int ConnectLoop(const Calls& calls, uint16_t port, double seconds, int to_parent
 }
 
 // Stops the server: a plain kernel TCP connection carrying kQuit (a SAN listener takes plain
-// clients too). False if it could not be delivered.
-bool StopServer(uint16_t port) {
+// clients too), or, without the echo, any connection (`quit` false: the server closes it at once,
+// and the byte could meet its reset). False if it could not be delivered.
+bool StopServer(uint16_t port, bool quit) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   const sockaddr_in server = Loopback(port);
   timeval limit = {2, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
   const bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof server) == 0 &&
-                  send(fd, &kQuit, 1, MSG_NOSIGNAL) == 1;
+                  (!quit || send(fd, &kQuit, 1, MSG_NOSIGNAL) == 1);
   close(fd);
   return ok;
 }
@@ -146,7 +168,21 @@ bool StopServer(uint16_t port) {
 ChurnResult RunChurn(const Calls& calls, const ChurnParams& params) {
   ChurnResult result;
   const int timeout_ms = static_cast<int>((params.seconds + params.timeout_s) * 1000);
-  Child server = Spawn([&](int up, int) { return ServeEcho(calls, up); });
+  // Shared with the server (a fork child): set before the connection that stops a server
+  // without the echo.
+  void* page = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) {
+    result.failed = true;
+    result.failure = Failure("mmap", errno);
+    return result;
+  }
+  auto* stop = new (page) std::atomic<int>(0);
+  struct Unmap {
+    void* page;
+    ~Unmap() { munmap(page, sizeof(std::atomic<int>)); }
+  } unmap{page};
+  Child server = Spawn([&](int up, int) { return ServeEcho(calls, params.echo, stop, up); });
   uint16_t port = 0;
   if (!ReadWithin(server.from_child, &port, sizeof port, 10000)) {
     result.failed = true;
@@ -156,7 +192,7 @@ ChurnResult RunChurn(const Calls& calls, const ChurnParams& params) {
   std::vector<Child> clients;
   for (int i = 0; i < params.clients; ++i) {
     clients.push_back(Spawn([&](int up, int down) {
-      return ConnectLoop(calls, port, params.seconds, up, down);
+      return ConnectLoop(calls, port, params, up, down);
     }));
   }
   for (Child& c : clients) WriteAll(c.to_child, &kGo, 1);
@@ -182,7 +218,8 @@ ChurnResult RunChurn(const Calls& calls, const ChurnParams& params) {
   }
 
   ServerReport report;
-  const bool stopped = StopServer(port);
+  stop->store(1);
+  const bool stopped = StopServer(port, params.echo);
   const bool got = stopped && ReadWithin(server.from_child, &report, sizeof report, 5000);
   const Ending ending = Reap(&server, got ? 5000 : 1);
   cpu_us += ending.cpu_us;

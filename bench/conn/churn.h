@@ -2,7 +2,9 @@
 // echo (checked), read the connection's mode (san: shm or a fallback to tcp), close -- for a fixed
 // time; one server process accepts, echoes the byte and closes, one connection at a time (like a
 // one-worker server). Connections per second, CPU per connection (both processes, from wait4), and
-// how many connections ran over shared memory.
+// how many connections ran over shared memory. Without the exchange (`echo` false) the client
+// waits for the server's close (EOF) instead, and the server closes at once: what the connection
+// alone costs, the floor under any set-up that keeps a kernel TCP connection per connection.
 #pragma once
 
 #include <string>
@@ -15,6 +17,7 @@ struct ChurnParams {
   int clients = 1;        // client processes at once
   double seconds = 2.0;   // each client's loop runs this long
   int timeout_s = 30;     // beyond seconds: a run that has not finished by then is hung
+  bool echo = true;       // false: no byte exchanged (connect, the server's close, close)
 };
 
 struct ChurnResult {

@@ -2,7 +2,8 @@
 # conn-bench.sh: the connection benchmark of issue 17 (docs/bench.md, "conn-bench"). Every figure
 # is taken over SAN and over kernel TCP in the same run, interleaved (san, tcp, san, tcp, ...),
 # and reported as median [min..max] over the runs with the ratio SAN/TCP and the load average:
-#   churn   conn-bench churn: connect + 1-byte echo + close per second, 1 and 4 client processes
+#   churn   conn-bench churn: connect + 1-byte echo + close per second, 1 and 4 client processes;
+#           and connect + close alone (--exchange none), 1 client
 #   hold    conn-bench hold: N concurrent connections: fds, memory, set-up time per connection
 #   nginx   wrk -H "Connection: close" -c 1 / -c 32 against nginx (daemon off, and daemon on),
 #           wrk keep-alive -c 1000 (daemon off); plain vs nginx and wrk both under sanrun
@@ -343,6 +344,14 @@ if wanted churn; then
   rc=$?
   cat "$OUT/logs/churn.err" >&2
   [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+  # The connection alone (no byte exchanged): what a set-up that keeps the kernel connection can
+  # at best save is the difference between this and churn c=1.
+  timeout $((RUNS * 2 * (SECS + 40) + 30)) "$CONNBENCH" churn --exchange none --runs "$RUNS" \
+    --clients 1 --seconds "$SECS" --csv "$SUMMARY" --runs-csv "$OUT/runs-conn.csv" \
+    > "$OUT/logs/churn-bare.txt" 2> "$OUT/logs/churn-bare.err"
+  rc=$?
+  cat "$OUT/logs/churn-bare.err" >&2
+  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn bare c=1,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
 fi
 if wanted hold; then
   for n in ${CONNS//,/ }; do

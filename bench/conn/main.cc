@@ -34,9 +34,11 @@ void Header(const Options& o) {
 bool Churn(const Options& o, Summary* summary) {
   bool all_ok = true;
   for (int clients : o.clients) {
-    const std::string workload = "churn c=" + std::to_string(clients);
+    const std::string workload =
+        std::string(o.echo ? "churn" : "churn bare") + " c=" + std::to_string(clients);
     ChurnParams params;
     params.clients = clients;
+    params.echo = o.echo;
     params.seconds = o.seconds;
     if (o.timeout_s > 0) params.timeout_s = o.timeout_s;
     for (int run = 0; run < o.runs; ++run) {

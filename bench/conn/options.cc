@@ -21,6 +21,8 @@ const char kUsage[] =
     "  --runs N             runs per transport (default 5); medians and ranges over them\n"
     "  --clients LIST       churn: client processes at once, one measurement each (default 1,4)\n"
     "  --seconds S          churn: each client's loop (default 2)\n"
+    "  --exchange echo|none churn: a 1-byte echo per connection (default), or none: connect,\n"
+    "                       wait for the server's close, close (what the connection alone costs)\n"
     "  --connections N      hold: connections held at once (default 10000)\n"
     "  --timeout S          a run not finished S s after it should have is killed, reported hung\n"
     "                       (default 30 for churn, 120 for hold)\n"
@@ -86,6 +88,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
       ok = ok && !o->clients.empty();
     } else if (name == "--seconds") {
       ok = ToNumber(value, 0.05, 3600, &o->seconds);
+    } else if (name == "--exchange") {
+      ok = strcmp(value, "echo") == 0 || strcmp(value, "none") == 0;
+      o->echo = strcmp(value, "echo") == 0;
     } else if (name == "--connections") {
       ok = ToNumber(value, 1, 1e7, &number);
       o->connections = static_cast<long>(number);

@@ -13,6 +13,7 @@ struct Options {
   int runs = 5;
   std::vector<int> clients = {1, 4};            // churn: one measurement per entry
   double seconds = 2.0;                         // churn: each client's loop
+  bool echo = true;                             // churn: false: no byte (--exchange none)
   long connections = 10000;                     // hold
   int timeout_s = 0;                            // 0: the workload's default
   std::string csv;                              // summary rows, appended
