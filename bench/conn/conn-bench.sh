@@ -351,7 +351,7 @@ if wanted churn; then
     > "$OUT/logs/churn-bare.txt" 2> "$OUT/logs/churn-bare.err"
   rc=$?
   cat "$OUT/logs/churn-bare.err" >&2
-  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn bare c=1,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn c=1 bare,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
 fi
 if wanted hold; then
   for n in ${CONNS//,/ }; do

@@ -34,8 +34,7 @@ void Header(const Options& o) {
 bool Churn(const Options& o, Summary* summary) {
   bool all_ok = true;
   for (int clients : o.clients) {
-    const std::string workload =
-        std::string(o.echo ? "churn" : "churn bare") + " c=" + std::to_string(clients);
+    const std::string workload = "churn c=" + std::to_string(clients) + (o.echo ? "" : " bare");
     ChurnParams params;
     params.clients = clients;
     params.echo = o.echo;
