@@ -17,8 +17,8 @@
 namespace san::connbench {
 namespace {
 
-constexpr char kQuit = 'Q';    // a connection carrying this byte stops the server
-constexpr char kGo = 'g';      // coordinator -> client: start the loop
+constexpr char kQuit = 'Q';       // a connection carrying this byte stops the server
+constexpr char kGo = 'g';         // coordinator -> client: start the loop
 constexpr long kMaxErrors = 200;  // a client stops after this many failures (a broken transport)
 
 double Now() {
@@ -75,7 +75,8 @@ int ServeEcho(const Calls& calls, bool echo, const std::atomic<int>* stop, int t
       break;
     }
     if (got != 1) {
-      fail(got == 0 ? std::string("server recv: EOF before the byte") : Failure("server recv", errno));
+      fail(got == 0 ? std::string("server recv: EOF before the byte")
+                    : Failure("server recv", errno));
     } else if (calls.send(fd, &byte, 1, MSG_NOSIGNAL) != 1) {
       fail(Failure("server send", errno));
     }
@@ -191,9 +192,8 @@ ChurnResult RunChurn(const Calls& calls, const ChurnParams& params) {
   }
   std::vector<Child> clients;
   for (int i = 0; i < params.clients; ++i) {
-    clients.push_back(Spawn([&](int up, int down) {
-      return ConnectLoop(calls, port, params, up, down);
-    }));
+    clients.push_back(
+        Spawn([&](int up, int down) { return ConnectLoop(calls, port, params, up, down); }));
   }
   for (Child& c : clients) WriteAll(c.to_child, &kGo, 1);
 

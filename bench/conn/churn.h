@@ -14,21 +14,21 @@
 namespace san::connbench {
 
 struct ChurnParams {
-  int clients = 1;        // client processes at once
-  double seconds = 2.0;   // each client's loop runs this long
-  int timeout_s = 30;     // beyond seconds: a run that has not finished by then is hung
-  bool echo = true;       // false: no byte exchanged (connect, the server's close, close)
+  int clients = 1;       // client processes at once
+  double seconds = 2.0;  // each client's loop runs this long
+  int timeout_s = 30;    // beyond seconds: a run that has not finished by then is hung
+  bool echo = true;      // false: no byte exchanged (connect, the server's close, close)
 };
 
 struct ChurnResult {
-  bool failed = false;      // hung, crashed, or not one connection worked
-  std::string failure;      // why, when failed
-  long connections = 0;     // echoed and verified
-  long errors = 0;          // connect/send/recv/mismatch failures, client and server
-  long shm = 0;             // of `connections`, those whose client end was on shared memory
-  double per_second = 0;    // sum over clients of connections / the client's loop time
+  bool failed = false;         // hung, crashed, or not one connection worked
+  std::string failure;         // why, when failed
+  long connections = 0;        // echoed and verified
+  long errors = 0;             // connect/send/recv/mismatch failures, client and server
+  long shm = 0;                // of `connections`, those whose client end was on shared memory
+  double per_second = 0;       // sum over clients of connections / the client's loop time
   double cpu_us_per_conn = 0;  // (clients' + server's user+sys) / connections
-  std::string first_error;  // the first error seen, or a fallback reason
+  std::string first_error;     // the first error seen, or a fallback reason
 };
 
 // One measurement: a fresh server and fresh clients.

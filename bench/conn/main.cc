@@ -23,9 +23,10 @@ namespace {
 void Header(const Options& o) {
   char host[256] = "?";
   gethostname(host, sizeof host);
-  printf("conn-bench %s: %s, %ld CPUs online, load average %.2f; %d runs per transport, "
-         "interleaved", o.command.c_str(), host, sysconf(_SC_NPROCESSORS_ONLN), LoadAverage1(),
-         o.runs);
+  printf(
+      "conn-bench %s: %s, %ld CPUs online, load average %.2f; %d runs per transport, "
+      "interleaved",
+      o.command.c_str(), host, sysconf(_SC_NPROCESSORS_ONLN), LoadAverage1(), o.runs);
   for (const std::string& t : o.transports) printf(" %s", t.c_str());
   printf("\n");
 }
@@ -53,7 +54,9 @@ bool Churn(const Options& o, Summary* summary) {
                 r.failed ? r.failure.c_str() : "");
         if (r.failed) {
           all_ok = false;
-          summary->AddFailure(workload, t, run, r.failure + (r.first_error.empty() ? "" : " (" + r.first_error + ")"), load);
+          summary->AddFailure(workload, t, run,
+                              r.failure + (r.first_error.empty() ? "" : " (" + r.first_error + ")"),
+                              load);
           continue;
         }
         summary->Add(workload, "conn/s", "1/s", t, run, r.per_second, load);
@@ -99,7 +102,8 @@ bool Hold(const Options& o, Summary* summary) {
         summary->Add(workload, "on shm", "%", t, run, 100.0 * r.shm / r.established, load);
       }
       summary->Add(workload, "set-up", "s", t, run, r.establish_s, load);
-      summary->Add(workload, "set-up/conn", "us", t, run, 1e6 * r.establish_s / r.established, load);
+      summary->Add(workload, "set-up/conn", "us", t, run, 1e6 * r.establish_s / r.established,
+                   load);
       summary->Add(workload, "echo all", "s", t, run, r.echo_s, load);
       summary->Add(workload, "close all", "s", t, run, r.close_s, load);
       summary->Add(workload, "fds/conn", "fds", t, run, r.fds_per_conn, load);
@@ -120,14 +124,16 @@ bool Hold(const Options& o, Summary* summary) {
 int main(int argc, char** argv) {
   using namespace san::connbench;
   Options options;
-  if (const int parsed = ParseOptions(argc, argv, &options); parsed != 0) return parsed == 1 ? 0 : 2;
+  if (const int parsed = ParseOptions(argc, argv, &options); parsed != 0)
+    return parsed == 1 ? 0 : 2;
   signal(SIGPIPE, SIG_IGN);
   Header(options);
   Summary summary;
   const bool ok = options.command == "churn" ? Churn(options, &summary) : Hold(options, &summary);
   summary.Print(stdout);
-  printf("SAN/TCP: ratio of the medians (rates: >1 favours SAN; costs: <1 favours SAN). "
-         "load1: 1-minute load average before each run, min..max.\n");
+  printf(
+      "SAN/TCP: ratio of the medians (rates: >1 favours SAN; costs: <1 favours SAN). "
+      "load1: 1-minute load average before each run, min..max.\n");
   if (!summary.WriteCsv(options.csv, options.runs_csv)) {
     fprintf(stderr, "conn-bench: could not write %s\n", options.csv.c_str());
     return 1;

@@ -8,16 +8,16 @@
 namespace san::connbench {
 
 struct Options {
-  std::string command;                          // "churn" or "hold"
+  std::string command;                                   // "churn" or "hold"
   std::vector<std::string> transports = {"san", "tcp"};  // interleaved in this order every run
   int runs = 5;
-  std::vector<int> clients = {1, 4};            // churn: one measurement per entry
-  double seconds = 2.0;                         // churn: each client's loop
-  bool echo = true;                             // churn: false: no byte (--exchange none)
-  long connections = 10000;                     // hold
-  int timeout_s = 0;                            // 0: the workload's default
-  std::string csv;                              // summary rows, appended
-  std::string runs_csv;                         // per-run figures, appended
+  std::vector<int> clients = {1, 4};  // churn: one measurement per entry
+  double seconds = 2.0;               // churn: each client's loop
+  bool echo = true;                   // churn: false: no byte (--exchange none)
+  long connections = 10000;           // hold
+  int timeout_s = 0;                  // 0: the workload's default
+  std::string csv;                    // summary rows, appended
+  std::string runs_csv;               // per-run figures, appended
 };
 
 // 0: run; 1: exit 0 (help printed); 2: exit 2 (usage error printed).
