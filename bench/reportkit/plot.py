@@ -14,8 +14,11 @@ def available():
 
 def advantage_chart(rows, title, png):
     """Writes png (and its .dat and .gp beside it); returns False when nothing could be drawn."""
+    # A ratio that is not positive has no log2: figures of opposite signs, such as a host-wide
+    # slab growth measured below zero at a small connection count. Left out of the chart; the
+    # tables keep it.
     data = [(r.name + " " + r.mode + " " + r.metric, r.advantage()) for r in rows
-            if not r.failed() and r.advantage()]
+            if not r.failed() and r.advantage() and r.advantage() > 0]
     if not data or not available():
         return False
     base = os.path.splitext(png)[0]
