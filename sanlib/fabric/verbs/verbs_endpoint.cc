@@ -13,6 +13,7 @@
 #include "sanlib/common/clock.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
+#include "sanlib/fabric/verbs/verbs_library.h"
 #include "sanlib/fabric/verbs/verbs_provider.h"
 #include "sanlib/fabric/verbs/verbs_wire.h"
 
@@ -107,11 +108,11 @@ Result<std::unique_ptr<VerbsEndpoint>> VerbsEndpoint::CreateServer(const VerbsPr
       s = ep->BuildQueuePair();
     }
     if (s.ok()) return ep;
-    rdma_reject(id, nullptr, 0);
+    rdma().reject(id, nullptr, 0);
     return s;
   }
-  rdma_reject(id, nullptr, 0);
-  rdma_destroy_id(id);
+  rdma().reject(id, nullptr, 0);
+  rdma().destroy_id(id);
   return s;
 }
 
@@ -126,20 +127,20 @@ Status VerbsEndpoint::Init(rdma_cm_id* server_id) {
   void* base =
       mmap(nullptr, mapping_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
-    if (server_id != nullptr) rdma_destroy_id(server_id);
+    if (server_id != nullptr) rdma().destroy_id(server_id);
     return Status::FromErrno("mmap(verbs buffers)");
   }
   base_ = static_cast<std::byte*>(base);
 
-  cm_channel_ = rdma_create_event_channel();
+  cm_channel_ = rdma().create_event_channel();
   if (cm_channel_ == nullptr) {
-    if (server_id != nullptr) rdma_destroy_id(server_id);
+    if (server_id != nullptr) rdma().destroy_id(server_id);
     return Status::FromErrno("rdma_create_event_channel");
   }
   if (server_id != nullptr) {
     id_ = server_id;
-    if (rdma_migrate_id(id_, cm_channel_) != 0) return Status::FromErrno("rdma_migrate_id");
-  } else if (rdma_create_id(cm_channel_, &id_, nullptr, RDMA_PS_TCP) != 0) {
+    if (rdma().migrate_id(id_, cm_channel_) != 0) return Status::FromErrno("rdma_migrate_id");
+  } else if (rdma().create_id(cm_channel_, &id_, nullptr, RDMA_PS_TCP) != 0) {
     id_ = nullptr;
     return Status::FromErrno("rdma_create_id");
   }
@@ -157,13 +158,15 @@ Status VerbsEndpoint::BuildQueuePair() {
   ibv_context* context = id_->verbs;
   ibv_pd* pd = context != nullptr ? provider_.PdFor(context) : nullptr;
   if (pd == nullptr) return Status(ENODEV, "verbs: route to a device we did not open");
-  comp_channel_ = ibv_create_comp_channel(context);
+  comp_channel_ = ibv().create_comp_channel(context);
   if (comp_channel_ == nullptr) return Status::FromErrno("ibv_create_comp_channel");
   Status s = SetNonblocking(comp_channel_->fd);
   if (s.ok()) s = AddToEpoll(epoll_.get(), comp_channel_->fd);
   if (!s.ok()) return s;
-  recv_cq_ = ibv_create_cq(context, static_cast<int>(attr_.recv_depth), nullptr, comp_channel_, 0);
-  send_cq_ = ibv_create_cq(context, static_cast<int>(attr_.send_depth), nullptr, comp_channel_, 0);
+  recv_cq_ =
+      ibv().create_cq(context, static_cast<int>(attr_.recv_depth), nullptr, comp_channel_, 0);
+  send_cq_ =
+      ibv().create_cq(context, static_cast<int>(attr_.send_depth), nullptr, comp_channel_, 0);
   if (recv_cq_ == nullptr || send_cq_ == nullptr) return Status::FromErrno("ibv_create_cq");
 
   ibv_qp_init_attr qa{};
@@ -175,12 +178,12 @@ Status VerbsEndpoint::BuildQueuePair() {
   qa.cap.max_send_sge = kMaxSendSegments;
   qa.cap.max_recv_sge = 1;
   qa.cap.max_inline_data = kWantedInline;
-  if (rdma_create_qp(id_, pd, &qa) != 0) {
+  if (rdma().create_qp(id_, pd, &qa) != 0) {
     qa.cap.max_inline_data = 0;  // a device without inline sends: every send goes by DMA
-    if (rdma_create_qp(id_, pd, &qa) != 0) return Status::FromErrno("rdma_create_qp");
+    if (rdma().create_qp(id_, pd, &qa) != 0) return Status::FromErrno("rdma_create_qp");
   }
   max_inline_ = qa.cap.max_inline_data;
-  mr_ = ibv_reg_mr(pd, base_, mapping_bytes_, IBV_ACCESS_LOCAL_WRITE);
+  mr_ = ibv().reg_mr(pd, base_, mapping_bytes_, IBV_ACCESS_LOCAL_WRITE);
   if (mr_ == nullptr) return Status::FromErrno("ibv_reg_mr");
   pd_ = pd;
   qp_ready_ = true;
@@ -213,18 +216,18 @@ VerbsEndpoint::~VerbsEndpoint() {
     return;
   }
   if (id_ != nullptr && state_ == State::kConnected && !disconnected_.exchange(true)) {
-    rdma_disconnect(id_);  // the peer gets a DREQ now, not after a timeout
+    rdma().disconnect(id_);  // the peer gets a DREQ now, not after a timeout
   }
-  if (id_ != nullptr && id_->qp != nullptr) rdma_destroy_qp(id_);
+  if (id_ != nullptr && id_->qp != nullptr) rdma().destroy_qp(id_);
   for (ibv_mr* user : user_mrs_) {
-    if (user != nullptr) ibv_dereg_mr(user);
+    if (user != nullptr) ibv().dereg_mr(user);
   }
-  if (mr_ != nullptr) ibv_dereg_mr(mr_);
-  if (send_cq_ != nullptr) ibv_destroy_cq(send_cq_);
-  if (recv_cq_ != nullptr) ibv_destroy_cq(recv_cq_);
-  if (comp_channel_ != nullptr) ibv_destroy_comp_channel(comp_channel_);
-  if (id_ != nullptr) rdma_destroy_id(id_);
-  if (cm_channel_ != nullptr) rdma_destroy_event_channel(cm_channel_);
+  if (mr_ != nullptr) ibv().dereg_mr(mr_);
+  if (send_cq_ != nullptr) ibv().destroy_cq(send_cq_);
+  if (recv_cq_ != nullptr) ibv().destroy_cq(recv_cq_);
+  if (comp_channel_ != nullptr) ibv().destroy_comp_channel(comp_channel_);
+  if (id_ != nullptr) rdma().destroy_id(id_);
+  if (cm_channel_ != nullptr) rdma().destroy_event_channel(cm_channel_);
   if (base_ != nullptr) munmap(base_, mapping_bytes_);
 }
 
@@ -279,10 +282,10 @@ Result<MemoryRegion> VerbsEndpoint::RegisterSendMemory(const void* addr, size_t 
   if (slot < 0) return Status(EBUSY, "verbs RegisterSendMemory: regions");
   // Local read only: the NIC reads these pages for our sends; the peer gets no key to them. The
   // kernel pins what is mapped at this moment (EFAULT for a hole).
-  ibv_mr* mr = ibv_reg_mr(pd_, const_cast<void*>(addr), length, 0);
+  ibv_mr* mr = ibv().reg_mr(pd_, const_cast<void*>(addr), length, 0);
   if (mr == nullptr) {
     const int err = errno != 0 ? errno : ENOMEM;
-    return Status(err, "ibv_reg_mr(application memory)");
+    return Status(err, "ibv().reg_mr(application memory)");
   }
   user_mrs_[slot] = mr;
   MemoryRegion r;
@@ -300,8 +303,8 @@ Status VerbsEndpoint::DeregisterSendMemory(const MemoryRegion& region) {
     }
     // In a fork child the MR is the parent's: forget it, release nothing.
     if (!InChild()) {
-      const int rc = ibv_dereg_mr(mr);
-      if (rc != 0) return Status(rc, "ibv_dereg_mr(application memory)");
+      const int rc = ibv().dereg_mr(mr);
+      if (rc != 0) return Status(rc, "ibv().dereg_mr(application memory)");
     }
     mr = nullptr;
     return Status::Ok();
@@ -426,7 +429,7 @@ int VerbsEndpoint::Poll(Completion* out, int max) {
       if (pos != reaped) return;  // already flushed in software
       if (wc.status != IBV_WC_SUCCESS || broken_.load() != 0) {
         if (wc.status != IBV_WC_SUCCESS) {
-          SAN_LOG_DEBUG("verbs: send completion %s", ibv_wc_status_str(wc.status));
+          SAN_LOG_DEBUG("verbs: send completion %s", ibv().wc_status_str(wc.status));
           Break(ECONNRESET, "send completion error");
           return;  // Flush reports it
         }
@@ -438,7 +441,7 @@ int VerbsEndpoint::Poll(Completion* out, int max) {
     const uint64_t pos = wc.wr_id;
     if (pos != recv_reaped_) return;
     if (wc.status != IBV_WC_SUCCESS || !(wc.wc_flags & IBV_WC_WITH_IMM)) {
-      SAN_LOG_DEBUG("verbs: receive completion %s (flags %#x)", ibv_wc_status_str(wc.status),
+      SAN_LOG_DEBUG("verbs: receive completion %s (flags %#x)", ibv().wc_status_str(wc.status),
                     wc.wc_flags);
       Break(ECONNRESET, "receive completion error");
       return;
@@ -511,7 +514,7 @@ void VerbsEndpoint::ClearNotify() {
   if (comp_channel_ != nullptr) {
     ibv_cq* cq = nullptr;
     void* context = nullptr;
-    while (ibv_get_cq_event(comp_channel_, &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
+    while (ibv().get_cq_event(comp_channel_, &cq, &context) == 0) ibv().ack_cq_events(cq, 1);
   }
   uint64_t v;
   while (kernel::read(wake_.get(), &v, sizeof v) > 0) {
@@ -523,11 +526,11 @@ void VerbsEndpoint::ClearNotify() {
 void VerbsEndpoint::DrainCmEvents() const {
   std::lock_guard<std::mutex> lock(cm_mu_);
   rdma_cm_event* event = nullptr;
-  while (rdma_get_cm_event(cm_channel_, &event) == 0) {
+  while (rdma().get_cm_event(cm_channel_, &event) == 0) {
     const rdma_cm_event_type type = event->event;
-    rdma_ack_cm_event(event);
+    rdma().ack_cm_event(event);
     if (ErrorFor(type) != 0) {
-      Break(ECONNRESET, rdma_event_str(type));
+      Break(ECONNRESET, rdma().event_str(type));
     }
   }
 }
@@ -537,7 +540,7 @@ void VerbsEndpoint::Break(int reason, const char* why) const {
   if (!broken_.compare_exchange_strong(expected, reason)) return;
   SAN_LOG_DEBUG("verbs: connection broken: %s", why);
   // QP to the error state and a DREQ to the peer, so both sides break (the peer may be asleep).
-  if (id_ != nullptr && id_->qp != nullptr && !disconnected_.exchange(true)) rdma_disconnect(id_);
+  if (id_ != nullptr && id_->qp != nullptr && !disconnected_.exchange(true)) rdma().disconnect(id_);
   const uint64_t one = 1;
   if (kernel::write(wake_.get(), &one, sizeof one) < 0) {
     // Cannot fail short of a closed fd; the peer's DREQ or the flush still wakes a sleeper.
@@ -566,17 +569,17 @@ Status VerbsEndpoint::WaitEvent(rdma_cm_event_type want, uint64_t deadline_ns, i
   std::lock_guard<std::mutex> lock(cm_mu_);
   for (;;) {
     rdma_cm_event* event = nullptr;
-    if (rdma_get_cm_event(cm_channel_, &event) == 0) {
+    if (rdma().get_cm_event(cm_channel_, &event) == 0) {
       const rdma_cm_event_type type = event->event;
       const int status = event->status;
-      rdma_ack_cm_event(event);
+      rdma().ack_cm_event(event);
       if (type == want) return Status::Ok();
       if (reject_status != nullptr) *reject_status = status;
       const int error = ErrorFor(type);
       if (error != 0) {
-        SAN_LOG_DEBUG("verbs: waiting for %s, got %s (status %d)", rdma_event_str(want),
-                      rdma_event_str(type), status);
-        return Status(error, rdma_event_str(type));
+        SAN_LOG_DEBUG("verbs: waiting for %s, got %s (status %d)", rdma().event_str(want),
+                      rdma().event_str(type), status);
+        return Status(error, rdma().event_str(type));
       }
       continue;
     }
@@ -584,7 +587,7 @@ Status VerbsEndpoint::WaitEvent(rdma_cm_event_type want, uint64_t deadline_ns, i
       return Status::FromErrno("rdma_get_cm_event");
     }
     const uint64_t now = NowNs();
-    if (now >= deadline_ns) return Status(ETIMEDOUT, rdma_event_str(want));
+    if (now >= deadline_ns) return Status(ETIMEDOUT, rdma().event_str(want));
     pollfd p{cm_channel_->fd, POLLIN, 0};
     ::poll(&p, 1, static_cast<int>((deadline_ns - now) / 1000000) + 1);
   }
@@ -599,12 +602,12 @@ Status VerbsEndpoint::Connect(const sockaddr* server, socklen_t len, const Conne
   }
   state_ = State::kFailed;  // until it succeeds
   const uint64_t deadline = NowNs() + kSetupTimeoutNs;
-  if (rdma_resolve_addr(id_, nullptr, const_cast<sockaddr*>(server), kResolveTimeoutMs) != 0) {
+  if (rdma().resolve_addr(id_, nullptr, const_cast<sockaddr*>(server), kResolveTimeoutMs) != 0) {
     return Status::FromErrno("rdma_resolve_addr");
   }
   Status s = WaitEvent(RDMA_CM_EVENT_ADDR_RESOLVED, deadline);
   if (!s.ok()) return s;
-  if (rdma_resolve_route(id_, kResolveTimeoutMs) != 0)
+  if (rdma().resolve_route(id_, kResolveTimeoutMs) != 0)
     return Status::FromErrno("rdma_resolve_route");
   s = WaitEvent(RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
   if (!s.ok()) return s;
@@ -616,7 +619,7 @@ Status VerbsEndpoint::Connect(const sockaddr* server, socklen_t len, const Conne
   param.private_data_len = RequestBlob::kSize;
   param.retry_count = 7;
   param.rnr_retry_count = 0;  // a send with no receive posted breaks the connection at once
-  if (rdma_connect(id_, &param) != 0) return Status::FromErrno("rdma_connect");
+  if (rdma().connect(id_, &param) != 0) return Status::FromErrno("rdma_connect");
   int reject_status = 0;
   s = WaitEvent(RDMA_CM_EVENT_ESTABLISHED, deadline, &reject_status);
   if (!s.ok()) return s;
@@ -643,7 +646,7 @@ Status VerbsEndpoint::BeginAccept() {
   rdma_conn_param param{};
   param.retry_count = 7;
   param.rnr_retry_count = 0;
-  if (rdma_accept(id_, &param) != 0) return Status::FromErrno("rdma_accept");
+  if (rdma().accept(id_, &param) != 0) return Status::FromErrno("rdma_accept");
   accept_deadline_ns_ = NowNs() + kSetupTimeoutNs;
   accepting_ = true;
   return Status::Ok();
@@ -676,7 +679,7 @@ Status VerbsEndpoint::Reject(int /*error*/) {  // rdma_reject carries no reason:
   if (InChild()) return Status(ECONNRESET, "verbs Reject (fork child)");
   if (state_ != State::kRequested) return Status(EINVAL, "verbs Reject");
   state_ = State::kFailed;
-  if (rdma_reject(id_, nullptr, 0) != 0) return Status::FromErrno("rdma_reject");
+  if (rdma().reject(id_, nullptr, 0) != 0) return Status::FromErrno("rdma_reject");
   return Status::Ok();
 }
 

@@ -18,12 +18,14 @@
 #include "sanlib/common/unique_fd.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/fabric/verbs/verbs_endpoint.h"
+#include "sanlib/fabric/verbs/verbs_library.h"
 #include "sanlib/fabric/verbs/verbs_listener.h"
 
 namespace san::fabric::verbs {
 namespace {
 
 constexpr uint64_t kAddressCacheNs = 1'000'000'000;
+constexpr const char* kRdmaCmDevice = "/dev/infiniband/rdma_cm";
 
 std::atomic<uint32_t> fork_generation{0};
 
@@ -48,25 +50,34 @@ bool IsIpoibInterface(const char* name) {
 uint32_t ForkGeneration() { return fork_generation.load(std::memory_order_relaxed); }
 
 VerbsProvider* VerbsProvider::Open(std::string* why_not) {
+  // The cm device first: without /dev/infiniband/rdma_cm nothing here can work, and a host
+  // without RDMA (most) then never loads libibverbs and librdmacm at all (verbs_library.h).
+  if (access(kRdmaCmDevice, F_OK) != 0) {
+    *why_not = "verbs: no rdma_cm (";
+    why_not->append(kRdmaCmDevice).append(": ").append(strerror(errno));
+    why_not->append("): this kernel has no RDMA connection manager");
+    return nullptr;
+  }
+  if (!LoadVerbsLibraries(why_not)) return nullptr;
   // Registered memory and fork(): a kernel that copies pinned pages for the child by itself
   // (Linux >= 5.13) needs nothing; otherwise libibverbs must mark registrations MADV_DONTFORK,
   // which it can only do if asked before the first device is opened.
-  const ibv_fork_status fork_status = ibv_is_fork_initialized();
-  if (fork_status == IBV_FORK_DISABLED && ibv_fork_init() != 0) {
+  const ibv_fork_status fork_status = ibv().is_fork_initialized();
+  if (fork_status == IBV_FORK_DISABLED && ibv().fork_init() != 0) {
     SAN_LOG_WARN("verbs: ibv_fork_init failed: fork children must not touch verbs buffers");
   }
-  // The cm device first: without /dev/infiniband/rdma_cm nothing here can work.
-  rdma_event_channel* probe = rdma_create_event_channel();
+  // The device may exist and still refuse us (permissions, a kernel without the module loaded).
+  rdma_event_channel* probe = rdma().create_event_channel();
   if (probe == nullptr) {
     *why_not = "verbs: no rdma_cm (";
     why_not->append(strerror(errno)).append("): this kernel has no RDMA connection manager");
     return nullptr;
   }
-  rdma_destroy_event_channel(probe);
+  rdma().destroy_event_channel(probe);
   int n = 0;
-  ibv_context** contexts = rdma_get_devices(&n);
+  ibv_context** contexts = rdma().get_devices(&n);
   if (contexts == nullptr || n == 0) {
-    if (contexts != nullptr) rdma_free_devices(contexts);
+    if (contexts != nullptr) rdma().free_devices(contexts);
     *why_not = "verbs: no RDMA device";
     return nullptr;
   }
@@ -78,9 +89,9 @@ VerbsProvider* VerbsProvider::Open(std::string* why_not) {
   // made meanwhile would find those pages missing.
   p->registered_send_ = fork_status == IBV_FORK_UNNEEDED;
   for (int i = 0; i < n; ++i) {
-    ibv_pd* pd = ibv_alloc_pd(contexts[i]);
+    ibv_pd* pd = ibv().alloc_pd(contexts[i]);
     if (pd == nullptr) {
-      SAN_LOG_WARN("verbs: ibv_alloc_pd(%s): %s", ibv_get_device_name(contexts[i]->device),
+      SAN_LOG_WARN("verbs: ibv().alloc_pd(%s): %s", ibv().get_device_name(contexts[i]->device),
                    strerror(errno));
       continue;
     }
@@ -88,7 +99,7 @@ VerbsProvider* VerbsProvider::Open(std::string* why_not) {
   }
   if (p->devices_.empty()) {
     *why_not = "verbs: no usable RDMA device (ibv_alloc_pd failed)";
-    rdma_free_devices(contexts);
+    rdma().free_devices(contexts);
     delete p;
     return nullptr;
   }
@@ -115,7 +126,7 @@ bool VerbsProvider::SourceHasDevice(const std::string& source_key) const {
     rdma_keys_.clear();
     for (const Device& d : devices_) {
       ibv_gid_entry entries[256];
-      const ssize_t k = ibv_query_gid_table(d.context, entries, 256, 0);
+      const ssize_t k = ibv().query_gid_table(d.context, entries, 256, 0, sizeof(ibv_gid_entry));
       for (ssize_t i = 0; i < k; ++i) {
         std::string key = GidKey(entries[i].gid);
         if (!key.empty()) rdma_keys_.push_back(std::move(key));
