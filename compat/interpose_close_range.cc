@@ -5,7 +5,7 @@
 // connection gone (the service got a reset socket: every inetd service returned 0 bytes to a
 // sanrun client). Here, within the range:
 //   - each SAN socket is closed as close() closes it (its peer gets FIN, dups keep it);
-//   - sanlib's own fds, which live in the top quarter of RLIMIT_NOFILE (common/fd_placement.h),
+//   - sanlib's own fds, which live in a region at the top of the fd space (common/fd_placement.h),
 //     stay: that part of the range is left alone (an application's own fds up there stay open
 //     too; they are close-on-exec in practice, and exec closes them);
 //   - everything else is closed as the kernel would.

@@ -13,12 +13,12 @@ import time
 import traceback
 
 from . import machine, markdown, pair, plot, procs, results
-from . import (sec_conn, sec_drpc, sec_ftp, sec_iperf, sec_nginx, sec_nptcp, sec_redis,
-               sec_rpc, sec_sanbench, sec_sockperf)
+from . import (sec_conn, sec_drpc, sec_ftp, sec_iperf, sec_nginx, sec_nptcp, sec_proc,
+               sec_redis, sec_rpc, sec_sanbench, sec_sockperf)
 
 # The one list of sections, in the report's order.
 SECTIONS = [sec_sanbench, sec_sockperf, sec_nptcp, sec_iperf, sec_redis, sec_nginx, sec_rpc,
-            sec_ftp, sec_drpc, sec_conn]
+            sec_ftp, sec_drpc, sec_conn, sec_proc]
 NAMES = {m.__name__.rsplit(".", 1)[1][4:]: m for m in SECTIONS}
 
 

@@ -10,15 +10,16 @@
 namespace san {
 namespace {
 
+// The highest the region may begin. fork() copies the fd table up to the highest open fd, and
+// exit frees it: one fd of ours at 786,432 (a quarter below a container's 1,048,576) would make
+// every fork of the process copy a 6 MiB table. The cost grows with the number (docs/compat.md
+// "What sanrun costs a process").
+constexpr rlim_t kHighestBase = 16384;
+
 int HighBase() {
   static const int base = [] {
     rlimit limit{};
-    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY ||
-        limit.rlim_cur < 1024) {
-      return -1;
-    }
-    const rlim_t cur = limit.rlim_cur > (1u << 20) ? (1u << 20) : limit.rlim_cur;
-    return static_cast<int>(cur - cur / 4);
+    return getrlimit(RLIMIT_NOFILE, &limit) == 0 ? HighFdBaseFor(limit.rlim_cur) : -1;
   }();
   return base;
 }
@@ -27,6 +28,12 @@ int HighBase() {
 int DupAtLeast(int fd, int lowest) { return kernel::fcntl(fd, F_DUPFD_CLOEXEC, lowest); }
 
 }  // namespace
+
+int HighFdBaseFor(rlim_t soft_limit) {
+  if (soft_limit == RLIM_INFINITY || soft_limit < 1024) return -1;
+  const rlim_t top_quarter = soft_limit - soft_limit / 4;
+  return static_cast<int>(top_quarter < kHighestBase ? top_quarter : kHighestBase);
+}
 
 int HighFdBase() { return HighBase(); }
 
