@@ -348,8 +348,9 @@ void ConnectionThread::AfterForkChild() {
   // rendezvous sockets; the child must not compete with it for requests.
   running_ = false;
   // The eventfd is the parent's too: a wake-up meant for one process's thread could be taken by
-  // the other's. The child's thread gets its own.
-  control_.reset(PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)));
+  // the other's. The child's copy is closed; its thread makes its own when it starts
+  // (StartThreadLocked), so a child that never needs one (most: they exec or exit) makes none.
+  control_.reset();
   service_.Close();  // the parent's name: the child answers under its own pid once it starts
   served_.clear();
   handshakes_.clear();
