@@ -285,7 +285,7 @@ Result<MemoryRegion> VerbsEndpoint::RegisterSendMemory(const void* addr, size_t 
   ibv_mr* mr = ibv().reg_mr(pd_, const_cast<void*>(addr), length, 0);
   if (mr == nullptr) {
     const int err = errno != 0 ? errno : ENOMEM;
-    return Status(err, "ibv().reg_mr(application memory)");
+    return Status(err, "ibv_reg_mr(application memory)");
   }
   user_mrs_[slot] = mr;
   MemoryRegion r;
@@ -304,7 +304,7 @@ Status VerbsEndpoint::DeregisterSendMemory(const MemoryRegion& region) {
     // In a fork child the MR is the parent's: forget it, release nothing.
     if (!InChild()) {
       const int rc = ibv().dereg_mr(mr);
-      if (rc != 0) return Status(rc, "ibv().dereg_mr(application memory)");
+      if (rc != 0) return Status(rc, "ibv_dereg_mr(application memory)");
     }
     mr = nullptr;
     return Status::Ok();

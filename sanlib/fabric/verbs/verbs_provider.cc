@@ -37,6 +37,11 @@ std::string GidKey(const ibv_gid& gid) {
   return HostKey(reinterpret_cast<sockaddr*>(&sin6), sizeof sin6);
 }
 
+// The reason Open gives when the RDMA connection manager is missing or refuses us.
+std::string NoRdmaCm(const std::string& detail) {
+  return "verbs: no rdma_cm (" + detail + "): this kernel has no RDMA connection manager";
+}
+
 bool IsIpoibInterface(const char* name) {
   std::string path = "/sys/class/net/";
   path.append(name).append("/type");
@@ -53,9 +58,7 @@ VerbsProvider* VerbsProvider::Open(std::string* why_not) {
   // The cm device first: without /dev/infiniband/rdma_cm nothing here can work, and a host
   // without RDMA (most) then never loads libibverbs and librdmacm at all (verbs_library.h).
   if (access(kRdmaCmDevice, F_OK) != 0) {
-    *why_not = "verbs: no rdma_cm (";
-    why_not->append(kRdmaCmDevice).append(": ").append(strerror(errno));
-    why_not->append("): this kernel has no RDMA connection manager");
+    *why_not = NoRdmaCm(std::string(kRdmaCmDevice) + ": " + strerror(errno));
     return nullptr;
   }
   if (!LoadVerbsLibraries(why_not)) return nullptr;
@@ -69,8 +72,7 @@ VerbsProvider* VerbsProvider::Open(std::string* why_not) {
   // The device may exist and still refuse us (permissions, a kernel without the module loaded).
   rdma_event_channel* probe = rdma().create_event_channel();
   if (probe == nullptr) {
-    *why_not = "verbs: no rdma_cm (";
-    why_not->append(strerror(errno)).append("): this kernel has no RDMA connection manager");
+    *why_not = NoRdmaCm(strerror(errno));
     return nullptr;
   }
   rdma().destroy_event_channel(probe);
@@ -91,7 +93,7 @@ VerbsProvider* VerbsProvider::Open(std::string* why_not) {
   for (int i = 0; i < n; ++i) {
     ibv_pd* pd = ibv().alloc_pd(contexts[i]);
     if (pd == nullptr) {
-      SAN_LOG_WARN("verbs: ibv().alloc_pd(%s): %s", ibv().get_device_name(contexts[i]->device),
+      SAN_LOG_WARN("verbs: ibv_alloc_pd(%s): %s", ibv().get_device_name(contexts[i]->device),
                    strerror(errno));
       continue;
     }
