@@ -83,9 +83,16 @@ Result<std::unique_ptr<Stream>> Stream::Create(std::unique_ptr<fabric::Endpoint>
   return s;
 }
 
-Status Stream::Start() { return Start(std::nullopt); }
+Status Stream::Start() { return SendWakeup(std::nullopt, 0); }
 
-Status Stream::Start(std::optional<uint64_t> tcp_bytes) {
+Status Stream::Start(std::optional<uint64_t> tcp_bytes) { return SendWakeup(tcp_bytes, 0); }
+
+Status Stream::StartNamed(uint16_t source_port) {
+  if (source_port == 0) return Status(EINVAL, "StartNamed: port 0");
+  return SendWakeup(std::nullopt, source_port);
+}
+
+Status Stream::SendWakeup(std::optional<uint64_t> tcp_bytes, uint16_t source_port) {
   Locked l(*this);
   StreamShared& sh = l.sh();
   if (sh.link.wakeup_sent) return Status::Ok();
@@ -103,6 +110,10 @@ Status Stream::Start(std::optional<uint64_t> tcp_bytes) {
     body.flags |= kWakeupFromTcp;
     body.tcp_bytes = *tcp_bytes;
   }
+  if (source_port != 0) {
+    body.flags |= kWakeupNamesSource;
+    body.source_port = source_port;
+  }
   int slot = l.FreeSlot();
   if (slot < 0) return Status(EAGAIN, "staging");
   EncodeWakeup(body, l.Slot(slot));
@@ -119,6 +130,12 @@ std::optional<uint64_t> Stream::PeerTcpBytes() {
   l.Progress();
   if (!l.sh().link.peer_from_tcp) return std::nullopt;
   return l.sh().link.peer_tcp_bytes;
+}
+
+uint16_t Stream::PeerSourcePort() {
+  Locked l(*this);
+  l.Progress();
+  return l.sh().link.peer_source_port;
 }
 
 Status Stream::ShutdownWrite() {

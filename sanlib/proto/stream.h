@@ -170,6 +170,12 @@ class Stream {
   // The peer's count from its WAKEUP, once it arrived (this makes progress first); nullopt until
   // then, and for a peer that did not begin on TCP.
   std::optional<uint64_t> PeerTcpBytes();
+  // The same for a client whose connect request was filed before connect() chose its TCP port
+  // (client port 0: socket_ops.cc SetUpChannel): the WAKEUP names the port, `source_port`.
+  Status StartNamed(uint16_t source_port);
+  // The port the peer's WAKEUP named, once it arrived (this makes progress first); 0 until then,
+  // and for a peer that named none.
+  uint16_t PeerSourcePort();
 
   // Queues up to the whole of `iov` for sending; returns bytes taken (may be fewer than asked when
   // the window closes). EAGAIN: nothing could be taken now. EPIPE after ShutdownWrite. The sticky
@@ -291,6 +297,8 @@ class Stream {
  private:
   Stream(std::unique_ptr<fabric::Endpoint> endpoint, uint32_t caps, const StreamParams& params);
   class Locked;  // the operations that run with the lock held (stream/locked.h)
+  // Start's work: our WAKEUP, with the optional fields (wire.h WakeupBody) given.
+  Status SendWakeup(std::optional<uint64_t> tcp_bytes, uint16_t source_port);
 
   std::unique_ptr<fabric::Endpoint> endpoint_;
   const uint32_t caps_;

@@ -51,7 +51,9 @@ Result<Header> DecodeImm(uint32_t imm) {
   return h;
 }
 
-size_t WakeupBody::size() const { return (flags & kWakeupFromTcp) ? kSizeFromTcp : kSize; }
+size_t WakeupBody::size() const {
+  return kSize + ((flags & kWakeupFromTcp) ? 8 : 0) + ((flags & kWakeupNamesSource) ? 8 : 0);
+}
 
 void EncodeWakeup(const WakeupBody& body, std::byte* out) {
   Put32(out, WakeupBody::kMagic);
@@ -59,11 +61,20 @@ void EncodeWakeup(const WakeupBody& body, std::byte* out) {
   Put16(out + 6, body.ack_reserve);
   Put32(out + 8, body.buffer_size);
   Put32(out + 12, body.flags);
-  if (body.flags & kWakeupFromTcp) Put64(out + 16, body.tcp_bytes);
+  size_t at = WakeupBody::kSize;
+  if (body.flags & kWakeupFromTcp) {
+    Put64(out + at, body.tcp_bytes);
+    at += 8;
+  }
+  if (body.flags & kWakeupNamesSource) {
+    Put16(out + at, body.source_port);
+    Put16(out + at + 2, 0);
+    Put32(out + at + 4, 0);
+  }
 }
 
 Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length) {
-  if (length != WakeupBody::kSize && length != WakeupBody::kSizeFromTcp) {
+  if (length < WakeupBody::kSize || length > WakeupBody::kMaxSize || length % 8 != 0) {
     return Status(EPROTO, "wakeup size check");
   }
   if (Get32(in) != WakeupBody::kMagic) return Status(EPROTO, "wakeup magic check");
@@ -76,7 +87,17 @@ Result<WakeupBody> DecodeWakeup(const std::byte* in, size_t length) {
       (b.flags & ~kWakeupKnownFlags) != 0 || b.size() != length) {
     return Status(EPROTO, "wakeup field check");
   }
-  if (b.flags & kWakeupFromTcp) b.tcp_bytes = Get64(in + 16);
+  size_t at = WakeupBody::kSize;
+  if (b.flags & kWakeupFromTcp) {
+    b.tcp_bytes = Get64(in + at);
+    at += 8;
+  }
+  if (b.flags & kWakeupNamesSource) {
+    b.source_port = Get16(in + at);
+    if (b.source_port == 0 || Get16(in + at + 2) != 0 || Get32(in + at + 4) != 0) {
+      return Status(EPROTO, "wakeup source check");
+    }
+  }
   return b;
 }
 

@@ -52,16 +52,21 @@ Result<Header> DecodeImm(uint32_t imm);
 // TCP part ends: kWakeupFromTcp, and 8 more bytes (24 in all) with the number of bytes the sender
 // wrote to the kernel socket before it (tcp_bytes); one byte more follows there, the wake byte,
 // which is not data.
+// A client that filed its channel before connect() chose its TCP port (the connect request's
+// client port 0: socket_ops.cc SetUpChannel) names the port here: kWakeupNamesSource, and 8 more
+// bytes (after tcp_bytes if both) with the port and 6 zero bytes.
 struct WakeupBody {
   static constexpr uint32_t kMagic = 0x53414e57;  // "SANW"
   static constexpr size_t kSize = 16;
   static constexpr size_t kSizeFromTcp = 24;
+  static constexpr size_t kMaxSize = 32;
   uint16_t window = 0;       // DATA packets the peer may have in flight towards us
   uint16_t ack_reserve = 0;  // extra receives posted for ACKs and FIN (w/t + 1)
   uint32_t buffer_size = 0;  // bytes per receive buffer = largest DATA payload we accept
-  uint32_t flags = 0;        // kWakeupCanWrite, kWakeupFromTcp; other bits reserved, 0
+  uint32_t flags = 0;        // kWakeupCanWrite, kWakeupFromTcp, kWakeupNamesSource; others 0
   uint64_t tcp_bytes = 0;    // kWakeupFromTcp only
-  size_t size() const;       // kSize, or kSizeFromTcp with kWakeupFromTcp
+  uint16_t source_port = 0;  // kWakeupNamesSource only (host order; never 0 then)
+  size_t size() const;       // kSize, plus 8 for each of kWakeupFromTcp and kWakeupNamesSource
 };
 static_assert(WakeupBody::kSize == 16);
 // WAKEUP flag: the sender of this WAKEUP can write into windows the receiver exposes (single copy:
@@ -69,7 +74,9 @@ static_assert(WakeupBody::kSize == 16);
 constexpr uint32_t kWakeupCanWrite = 1u << 0;
 // WAKEUP flag: tcp_bytes is present (above).
 constexpr uint32_t kWakeupFromTcp = 1u << 1;
-constexpr uint32_t kWakeupKnownFlags = kWakeupCanWrite | kWakeupFromTcp;
+// WAKEUP flag: source_port is present (above).
+constexpr uint32_t kWakeupNamesSource = 1u << 2;
+constexpr uint32_t kWakeupKnownFlags = kWakeupCanWrite | kWakeupFromTcp | kWakeupNamesSource;
 
 // `out` has room for body.size() bytes.
 void EncodeWakeup(const WakeupBody& body, std::byte* out);

@@ -156,16 +156,25 @@ void ConnectionThread::RenameListener(int from_fd, int to_fd) {
 
 namespace {
 
+in_port_t& PortField(sockaddr_storage& a) {
+  return reinterpret_cast<sockaddr_in&>(a).sin_port;  // same offset in sin6
+}
+in_port_t PortOf(sockaddr_storage a) { return PortField(a); }
+
+// Whether `a` and `b` are one address, their ports aside.
+bool SameHost(sockaddr_storage a, sockaddr_storage b) {
+  PortField(a) = 0;
+  PortField(b) = 0;
+  return proto::SameAddress(a, b);
+}
+
 // Whether a listener bound to `served` takes connections to `dst` (same port; same address or
 // the wildcard).
 bool Takes(const sockaddr_storage& served, const sockaddr_storage& dst) {
-  const auto port = [](const sockaddr_storage& a) {
-    return reinterpret_cast<const sockaddr_in&>(a).sin_port;  // same offset in sin6
-  };
-  if (served.ss_family != dst.ss_family || port(served) != port(dst)) return false;
+  if (served.ss_family != dst.ss_family || PortOf(served) != PortOf(dst)) return false;
   sockaddr_storage any{};
   any.ss_family = served.ss_family;
-  reinterpret_cast<sockaddr_in&>(any).sin_port = port(served);
+  PortField(any) = PortOf(served);
   return proto::SameAddress(served, dst) || proto::SameAddress(served, any);
 }
 
@@ -195,29 +204,96 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const prot
                                                        bool wait) {
   std::unique_lock<std::mutex> lock(mu_);
   // A channel still settling (its Accept waits for the client's last handshake message) is
-  // almost done: the client connects over TCP only after its own side completed. Bounded by the
+  // almost done: the client connects over TCP only after its own side completed. So is one
+  // filed before its client's connect() chose the port (unnamed, socket_ops.cc SetUpChannel):
+  // the client names it in the WAKEUP it sends as its connect() returns. Both bounded by the
   // providers' set-up limit (5 s) plus a margin.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::seconds(6);
+  auto pause = std::chrono::microseconds(20);
   for (;;) {
     DropBrokenLocked();
     bool settling = false;
+    bool unnamed = false;  // filed from the client's address, port not named yet
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if ((listen_fd == kAnyListener ? !it->late : it->listen_fd == listen_fd) &&
-          proto::SameAddress(it->tuple.client, tuple.client) &&
-          proto::SameAddress(it->tuple.server, tuple.server)) {
-        if (it->settling) {
-          settling = true;
-          continue;
-        }
-        std::unique_ptr<proto::Stream> s = std::move(it->stream);
-        pending_.erase(it);
-        return s;
+      if (!(listen_fd == kAnyListener ? !it->late : it->listen_fd == listen_fd) ||
+          !proto::SameAddress(it->tuple.server, tuple.server)) {
+        continue;
       }
+      if (PortOf(it->tuple.client) == 0 && SameHost(it->tuple.client, tuple.client)) {
+        unnamed |= !it->waited_out;
+        continue;
+      }
+      if (!proto::SameAddress(it->tuple.client, tuple.client)) continue;
+      if (it->settling) {
+        settling = true;
+        continue;
+      }
+      std::unique_ptr<proto::Stream> s = std::move(it->stream);
+      pending_.erase(it);
+      return s;
     }
-    if (!settling || !wait || settled_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!wait || (!settling && !unnamed)) return nullptr;
+    if (now >= deadline) {
+      // Should one of them be named for this connection after all, it is aborted then (its
+      // client errs out) rather than left with a peer that took the connection for TCP. Later
+      // Claims do not wait for them again: a client stopped between its request and its
+      // connect() delays one accept(), not every one.
+      if (unnamed) {
+        RememberGivenUpLocked(tuple);
+        for (Pending& p : pending_) {
+          if (PortOf(p.tuple.client) == 0 && SameHost(p.tuple.client, tuple.client)) {
+            p.waited_out = true;
+          }
+        }
+      }
       return nullptr;
     }
+    if (!unnamed) {
+      settled_.wait_until(lock, deadline);
+    } else if (now - start < std::chrono::microseconds(50)) {
+      // Normally a matter of microseconds: the client's connect() has returned or is returning.
+      lock.unlock();
+      sched_yield();
+      lock.lock();
+    } else {
+      settled_.wait_for(lock, pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
+    }
   }
+}
+
+void ConnectionThread::NameUnnamedLocked() {
+  const uint64_t now = NowNs();
+  given_up_.erase(std::remove_if(given_up_.begin(), given_up_.end(),
+                                 [now](const GivenUp& g) { return now - g.at_ns > kGivenUpNs; }),
+                  given_up_.end());
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
+    ++i;
+    if (p.settling || p.late || PortOf(p.tuple.client) != 0) continue;
+    const uint16_t port = p.stream->PeerSourcePort();
+    if (port == 0) continue;
+    PortField(p.tuple.client) = htons(port);
+    const bool given_up = std::any_of(given_up_.begin(), given_up_.end(), [&](const GivenUp& g) {
+      return proto::SameAddress(g.tuple.client, p.tuple.client) &&
+             proto::SameAddress(g.tuple.server, p.tuple.server);
+    });
+    if (given_up) {
+      SAN_LOG_WARN("rendezvous: a client named its connection (port %u) after accept() had "
+                   "taken it for kernel TCP; its channel is aborted",
+                   port);
+      p.stream->Abort();
+      --i;
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+}
+
+void ConnectionThread::RememberGivenUpLocked(const proto::FourTuple& tuple) {
+  if (given_up_.size() >= kMaxGivenUp) given_up_.erase(given_up_.begin());
+  given_up_.push_back(GivenUp{tuple, NowNs()});
 }
 
 bool ConnectionThread::InsertLateLocked(const LateDue& d) {
@@ -360,6 +436,7 @@ void ConnectionThread::AfterForkChild() {
   pending_.clear();
   late_.clear();
   watches_.clear();  // the parent's owners; the child's own are added after this
+  given_up_.clear();
   mu_.unlock();
 }
 
@@ -373,6 +450,9 @@ void ConnectionThread::DropBrokenLocked() {
   // the socket would take the peer's wake byte on TCP for data (the chaos test's corrupt echoes,
   // 1 run in 9) -- and dropped if not: its peer gave that attempt up before switching (a connect
   // that timed out), and the socket, claiming it, would wait on a channel nobody uses.
+  // Named first: a finished client's channel is kept by its 4-tuple (StillAcceptable), and a
+  // channel named too late is aborted here without waiting for a Claim.
+  NameUnnamedLocked();
   const uint64_t now = NowNs();
   pending_.erase(
       std::remove_if(pending_.begin(), pending_.end(),

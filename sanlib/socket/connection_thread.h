@@ -4,7 +4,10 @@
 // For each request it builds the server side of the channel (a proto::Stream over the provider's
 // endpoint, receives posted), files it under the 4-tuple the client announced, accepts the
 // request and sends the WAKEUP. accept() then claims the channel by the accepted TCP socket's own
-// 4-tuple; a TCP connection with no channel (a plain client) stays kernel TCP.
+// 4-tuple; a TCP connection with no channel (a plain client) stays kernel TCP. A client announces
+// its channel before its connect() picks the TCP port, so the tuple comes with client port 0 and
+// the client's WAKEUP names the port (wire.h kWakeupNamesSource): an accept() that finds such an
+// unnamed channel from its client's address waits (bounded) for the names.
 //
 // The provider's accept runs in two steps outside the lock (Endpoint::BeginAccept, then
 // FinishAccept each time the endpoint's notify_fd wakes this thread's poll: verbs answers with
@@ -160,6 +163,9 @@ class ConnectionThread {
     // Its client is gone with an exchange left to deliver: when to ask the kernel again whether
     // its connection can still be accepted (StillAcceptable).
     uint64_t next_acceptable_check_ns = 0;
+    // Filed with client port 0 and not named yet when a Claim gave up waiting for it: Claims no
+    // longer wait for it (it can still be named and claimed).
+    bool waited_out = false;
   };
   static constexpr uint64_t kAcceptableCheckMs = 200;
   // Whether a pending channel whose client is gone can still be claimed (mu_ held).
@@ -173,7 +179,23 @@ class ConnectionThread {
   // Ends a settling entry: on success sends the WAKEUP; on failure (or if its listener closed
   // meanwhile) aborts and drops it. Wakes Claims waiting for it.
   void Settle(proto::Stream* s, Status st);
+  // Drops unclaimed channels that can no longer be claimed (their client gone with nothing to
+  // deliver, or an orphan past its grace period); names unnamed ones first (mu_ held).
   void DropBrokenLocked();
+  // Fills in the client port of channels filed before their client's connect() chose it, from
+  // the client's WAKEUP (Stream::PeerSourcePort); aborts one named for a connection a Claim gave
+  // up on (RememberGivenUpLocked). mu_ held.
+  void NameUnnamedLocked();
+  // A Claim gave up waiting for unnamed channels from `tuple`'s client address: its connection is
+  // kernel TCP, so a channel named for it later must not stay (mu_ held).
+  void RememberGivenUpLocked(const proto::FourTuple& tuple);
+  struct GivenUp {
+    proto::FourTuple tuple;
+    uint64_t at_ns;
+  };
+  static constexpr size_t kMaxGivenUp = 64;
+  static constexpr uint64_t kGivenUpNs = 60ull * 1000000000;
+  std::vector<GivenUp> given_up_;  // (mu_)
   // Stops serving `listen_fd` (mu_ held): its listeners, which the caller destroys only after
   // waking the thread out of a poll() that may still watch them.
   std::vector<std::unique_ptr<fabric::Listener>> UnserveLocked(int listen_fd);

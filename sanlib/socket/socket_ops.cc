@@ -84,37 +84,45 @@ Result<sockaddr_storage> PeerAddress(int fd) {
 
 namespace {
 
-// The client half of a SAN channel to `peer`, announced to its listener: binds the TCP socket to
-// learn the 4-tuple it is about to use, then runs the provider's rendezvous.
+// The client half of a SAN channel to `peer`, announced to its listener under the 4-tuple the
+// connection will have. A socket with no port yet (the usual client) is not bound to learn one:
+// bind() cannot take a port that a TIME_WAIT connection holds, where connect() can (to another
+// peer, or reusing it on loopback), so a host whose short connections had used up the ports
+// refused every SAN client (EADDRINUSE) while TCP connected. Instead the request goes with client
+// port 0 and `*named_later` is set: the caller's connect() picks the port and the client's
+// WAKEUP names it (Stream::StartNamed); the listener's accept() waits for the name
+// (ConnectionThread::Claim).
 Result<std::unique_ptr<proto::Stream>> SetUpChannel(SanSocket& s, fabric::Provider& provider,
-                                                    const sockaddr* peer, socklen_t len) {
+                                                    const sockaddr* peer, socklen_t len,
+                                                    bool* named_later) {
   Result<sockaddr_storage> local = LocalAddress(s.fd);
   if (!local.ok()) return local.status();
-  if (reinterpret_cast<sockaddr_in&>(local.value()).sin_port == 0) {
-    Result<sockaddr_storage> src = RouteSource(peer, len);
-    if (!src.ok()) return src.status();
-    socklen_t slen = src->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    if (kernel::bind(s.fd, reinterpret_cast<sockaddr*>(&src.value()), slen) != 0) {
-      return Status::FromErrno("bind(source)");
-    }
-    local = LocalAddress(s.fd);
-    if (!local.ok()) return local.status();
-  }
+  const in_port_t port = reinterpret_cast<sockaddr_in&>(local.value()).sin_port;  // sin6 too
   if (IsWildcard(local.value())) {
-    // Bound to a port on every address before connect() (bindresvport, as libtirpc's clients
-    // do): the kernel will pick the route's source address, so that is what the server will see.
+    // Unbound, or bound to a port on every address before connect() (bindresvport, as
+    // libtirpc's clients do): the kernel will pick the route's source address, so that is what
+    // the server will see.
     Result<sockaddr_storage> src = RouteSource(peer, len);
     if (!src.ok()) return src.status();
-    const in_port_t port = reinterpret_cast<sockaddr_in&>(local.value()).sin_port;
     local = proto::CanonicalAddress(
         reinterpret_cast<sockaddr*>(&src.value()),
         src->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
     reinterpret_cast<sockaddr_in&>(local.value()).sin_port = port;  // same offset in sin6
   }
+  *named_later = port == 0;  // also bound with IP_BIND_ADDRESS_NO_PORT: connect() picks it
   proto::FourTuple tuple;
   tuple.client = local.value();
   tuple.server = proto::CanonicalAddress(peer, len);
   return ConnectStream(provider, peer, len, tuple);
+}
+
+// Sends the client's WAKEUP; for a channel filed with client port 0 it names the port connect()
+// chose.
+Status StartClient(SanSocket& s, proto::Stream& stream, bool named_later) {
+  if (!named_later) return stream.Start();
+  Result<sockaddr_storage> local = LocalAddress(s.fd);
+  if (!local.ok()) return local.status();
+  return stream.StartNamed(ntohs(reinterpret_cast<sockaddr_in&>(local.value()).sin_port));
 }
 
 }  // namespace
@@ -345,8 +353,10 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
     reason = "not moved to shm yet (late set-up)";
   }
   if (provider && !ChannelFitsFdBudget(&reason)) provider = nullptr;
+  bool named_later = false;
   if (provider) {
-    Result<std::unique_ptr<proto::Stream>> r = SetUpChannel(*s, *provider, addr, len);
+    Result<std::unique_ptr<proto::Stream>> r =
+        SetUpChannel(*s, *provider, addr, len, &named_later);
     if (r.ok()) {
       stream = std::move(r).value();
     } else if (r.status().code() == EACCES) {
@@ -376,7 +386,7 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
     errno = err;
     return -1;
   }
-  if (stream && !stream->Start().ok()) {
+  if (stream && !StartClient(*s, *stream, named_later).ok()) {
     reason = "SAN set-up failed: WAKEUP could not be sent";
     stream->Abort();
     stream.reset();

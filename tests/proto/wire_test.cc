@@ -171,6 +171,44 @@ TEST(proto_wire, WakeupFromTcpCarriesTheByteCount) {
   EXPECT_FALSE(DecodeWakeup(out, 20).ok());
 }
 
+// A client that filed its channel before connect() chose its port names it: 8 more bytes, after
+// tcp_bytes when both are present; port 0 and non-zero padding are malformed.
+TEST(proto_wire, WakeupNamesTheSourcePort) {
+  WakeupBody b;
+  b.window = 32;
+  b.buffer_size = 4096;
+  b.flags = kWakeupNamesSource;
+  b.source_port = 0xa1b2;
+  ASSERT_EQ(b.size(), 24u);
+  std::byte out[WakeupBody::kMaxSize];
+  EncodeWakeup(b, out);
+  EXPECT_EQ(out[16], std::byte{0xb2});
+  EXPECT_EQ(out[17], std::byte{0xa1});
+  Result<WakeupBody> d = DecodeWakeup(out, 24);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->source_port, 0xa1b2);
+  EXPECT_EQ(d->tcp_bytes, 0u);
+  EXPECT_FALSE(DecodeWakeup(out, WakeupBody::kSize).ok());
+  EXPECT_FALSE(DecodeWakeup(out, 32).ok());
+  out[20] = std::byte{1};  // padding
+  EXPECT_FALSE(DecodeWakeup(out, 24).ok());
+  b.source_port = 0;
+  EncodeWakeup(b, out);
+  EXPECT_FALSE(DecodeWakeup(out, 24).ok());
+
+  b.flags = kWakeupNamesSource | kWakeupFromTcp;
+  b.source_port = 40001;
+  b.tcp_bytes = 77;
+  ASSERT_EQ(b.size(), WakeupBody::kMaxSize);
+  EncodeWakeup(b, out);
+  d = DecodeWakeup(out, WakeupBody::kMaxSize);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->tcp_bytes, 77u);
+  EXPECT_EQ(d->source_port, 40001);
+  EXPECT_FALSE(DecodeWakeup(out, 24).ok());
+  EXPECT_FALSE(DecodeWakeup(out, 40).ok());
+}
+
 TEST(proto_wire, SingleCopyTypesAreValid) {
   for (PacketType t : {PacketType::kAdvert, PacketType::kPut}) {
     Header h;

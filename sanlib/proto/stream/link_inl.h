@@ -112,6 +112,7 @@ inline Status Stream::Locked::HandleRecv(const fabric::Completion& c) {
       sh_.single_copy.peer_can_write = (body->flags & kWakeupCanWrite) != 0;
       sh_.link.peer_from_tcp = (body->flags & kWakeupFromTcp) != 0;
       sh_.link.peer_tcp_bytes = body->tcp_bytes;
+      sh_.link.peer_source_port = body->source_port;
       sh_.link.acks.set_threshold(
           EffectiveAckThreshold(s_.params_.ack_threshold, s_.params_.window, body->ack_reserve));
       sh_.link.wakeup_received = true;

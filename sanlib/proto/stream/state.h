@@ -49,6 +49,8 @@ struct LinkState {
   uint32_t peer_buffer_size = 0;
   bool peer_from_tcp = false;
   uint64_t peer_tcp_bytes = 0;
+  // The TCP port the peer's WAKEUP named (kWakeupNamesSource), 0 if none.
+  uint16_t peer_source_port = 0;
   bool fin_pending = false;  // FIN requested, waiting for the combine buffer to drain
   bool nodelay = false;
   int error = 0;
