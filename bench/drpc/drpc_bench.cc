@@ -239,18 +239,22 @@ int main(int argc, char** argv) {
     };
     for (int size : sizes) {
       std::vector<double> s_us, t_us;
-      constexpr int kBlocks = 4;
+      // Many short blocks, in ABBA order (SAN, TCP, TCP, SAN, ...): this VM's wake-up cost
+      // switches between two levels for stretches of a few hundred calls (a block of Pings is
+      // 20-25 or 55-85 us, both transports alike), and with 4 long blocks one transport could
+      // draw more of the slow stretches than the other (ce35ed3's report: 0 B both sleeping
+      // 0.70x while the sizes around it were 1.0-1.1x).
+      constexpr int kBlocks = 16;
       // Warm-up: the first thousand or so calls on a connection are slower on both transports
       // (gRPC's flow-control and BDP pings settling, caches, thread placement).
       bool ok = san.Ping(size, warmup, nullptr, &error) && tcp.Ping(size, warmup, nullptr, &error);
       double cpu[2] = {0, 0};  // per transport, over its measured blocks
-      for (int b = 0; ok && b < kBlocks; ++b) {
-        double c0 = pair_cpu(0);
-        ok = san.Ping(size, iters / kBlocks, &s_us, &error);
-        cpu[0] += pair_cpu(0) - c0;
-        c0 = pair_cpu(1);
-        ok = ok && tcp.Ping(size, iters / kBlocks, &t_us, &error);
-        cpu[1] += pair_cpu(1) - c0;
+      for (int b = 0; ok && b < 2 * kBlocks; ++b) {
+        const int which = (b / 2 + b) % 2;  // 0 1 1 0 0 1 1 0 ...: SAN, TCP, TCP, SAN, ...
+        const double c0 = pair_cpu(which);
+        ok = (which == 0 ? san : tcp).Ping(size, iters / kBlocks, which == 0 ? &s_us : &t_us,
+                                           &error);
+        cpu[which] += pair_cpu(which) - c0;
       }
       if (!ok) {
         fprintf(stderr, "drpc-bench: %s\n", error.c_str());

@@ -466,7 +466,11 @@ void ConnectionThread::DropBrokenLocked() {
                          return true;
                        }
                        if (!p.stream->endpoint().broken()) return false;
-                       if (p.stream->Available() == 0 && !p.stream->GetReadiness().peer_closed) {
+                       // A client that moved the connection to its kernel socket (an exec
+                       // into an image without sanlib; answered when the naming progressed the
+                       // stream) left its channel for accept() to finish the move on.
+                       if (p.stream->Available() == 0 && !p.stream->GetReadiness().peer_closed &&
+                           !p.stream->Moved()) {
                          return true;
                        }
                        return !StillAcceptable(p, now);

@@ -454,8 +454,32 @@ TEST_F(proto_stream_hostile_wakeup, TinyBuffers) {
 }
 
 TEST_F(proto_stream_hostile_wakeup, ReservedFlags) {
-  auto b = Body(32, kMtu, 4);
+  auto b = Body(32, kMtu, 8);
   EXPECT_EQ(Victim(PacketType::kWakeup, 0, b.data(), b.size()), EPROTO);
+}
+
+// kWakeupNamesSource without its 8 bytes, or naming port 0.
+TEST_F(proto_stream_hostile_wakeup, NamedSourceMissingOrZero) {
+  auto b = Body(32, kMtu);
+  b[12] = std::byte{4};  // the flag, on a 16-byte body
+  EXPECT_EQ(Victim(PacketType::kWakeup, 0, b.data(), b.size()), EPROTO);
+}
+
+TEST_F(proto_stream_hostile_wakeup, NamedSourcePortZero) {
+  auto b = Body(32, kMtu);
+  b[12] = std::byte{4};
+  b.resize(24);  // port 0 and zero padding
+  EXPECT_EQ(Victim(PacketType::kWakeup, 0, b.data(), b.size()), EPROTO);
+}
+
+TEST_F(proto_stream_hostile_wakeup, NamedSourceIsAcceptedAndReported) {
+  auto b = Body(32, kMtu);
+  b[12] = std::byte{4};
+  b.resize(24);
+  b[16] = std::byte{0x39};  // port 12345, little-endian
+  b[17] = std::byte{0x30};
+  EXPECT_EQ(Victim(PacketType::kWakeup, 1, b.data(), b.size()), 0);
+  EXPECT_EQ(pair_.client->PeerSourcePort(), 12345);
 }
 
 TEST_F(proto_stream_hostile_wakeup, CreditsItCannotOwe) {

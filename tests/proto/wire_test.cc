@@ -421,7 +421,7 @@ TEST(proto_wire, WakeupRejectsBadFields) {
       {0xffff, 4096, 0},
       {32, 63, 0},  // buffers too small to be useful
       {32, 0, 0},
-      {32, 4096, 4},  // reserved flags (all but kWakeupCanWrite, kWakeupFromTcp) must be 0
+      {32, 4096, 8},  // reserved flags (all but the three kWakeup* ones) must be 0
       {32, 4096, 0x80000000u},
   };
   for (const Case& c : cases) {
