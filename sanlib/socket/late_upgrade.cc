@@ -385,7 +385,8 @@ fabric::Provider* LateProviderFor(const sockaddr_storage& peer) {
 }
 
 const std::string& FallbackReason(const SanSocket& s) {
-  if (s.late && s.late->phase.load(std::memory_order_acquire) == LatePhase::kFailed) {
+  if (s.late_made.load(std::memory_order_acquire) &&
+      s.late->phase.load(std::memory_order_acquire) == LatePhase::kFailed) {
     return s.late->failure;
   }
   return s.fallback_reason;
@@ -398,6 +399,7 @@ void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer
   s.late = std::make_unique<LateUpgrade>(active, peer,
                                          NowNs() + uint64_t{rt.config().upgrade_delay_us} * 1000);
   s.late->provider = provider;
+  s.late_made.store(true, std::memory_order_release);
   s.late_pending.store(true, std::memory_order_release);
   rt.connections().ScheduleLate(s.fd, s.id, s.late->next_ns);
 }

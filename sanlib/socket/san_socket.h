@@ -75,9 +75,11 @@ struct SanSocket {
   // handler. Made when the stream is settled; invalid if that failed (then the count is used).
   UniqueFd holders_read;
   UniqueFd holders_write;
-  // A kernel-TCP connection that may still move to shm (late_upgrade.h); set once, when it
-  // settles, before other threads can see the socket's mode.
+  // A kernel-TCP connection that may still move to shm (late_upgrade.h); set once, right after
+  // it settles as kTcp. `late_made` is stored (release) once it is: a thread that did not call in
+  // through the socket (sanstat's report) reads `late` only after seeing it.
   std::unique_ptr<LateUpgrade> late;
+  std::atomic<bool> late_made{false};
   std::atomic<bool> late_pending{false};
 };
 
