@@ -1,6 +1,6 @@
 // drpc-bench: BCL-4/IP Figure 9 for drpc. Measures, in the same run,
 //   Ping round trips (payload 0, 64, 256, 1 KiB, 4 KiB; median, mean and p99) over san:// and
-//   over plain TCP, in alternating blocks so drift on a busy machine hits both alike, and
+//   over plain TCP, in short blocks in ABBA order so drift on a busy machine hits both alike, and
 //   Push and Pull of one file (145 MB by default) over each, in MB/s (median of several runs),
 // and prints each pair with the ratio (TCP time / SAN time: above 1 means SAN is faster).
 // Both sides of each transport are the same programs (drpcd; this program's client process,
