@@ -252,8 +252,8 @@ int main(int argc, char** argv) {
       for (int b = 0; ok && b < 2 * kBlocks; ++b) {
         const int which = (b / 2 + b) % 2;  // 0 1 1 0 0 1 1 0 ...: SAN, TCP, TCP, SAN, ...
         const double c0 = pair_cpu(which);
-        ok = (which == 0 ? san : tcp).Ping(size, iters / kBlocks, which == 0 ? &s_us : &t_us,
-                                           &error);
+        ok = (which == 0 ? san : tcp)
+                 .Ping(size, iters / kBlocks, which == 0 ? &s_us : &t_us, &error);
         cpu[which] += pair_cpu(which) - c0;
       }
       if (!ok) {

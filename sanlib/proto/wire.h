@@ -145,5 +145,12 @@ Result<FourTuple> DecodeConnectRequest(const fabric::ConnectData& data);
 // IPv4-mapped IPv6 addresses become plain IPv4, so a dual-stack listener and an IPv4 client agree.
 sockaddr_storage CanonicalAddress(const sockaddr* addr, socklen_t len);
 bool SameAddress(const sockaddr_storage& a, const sockaddr_storage& b);
+// The port of an IPv4 or IPv6 address, in network order (sin_port and sin6_port share an offset).
+inline in_port_t& PortField(sockaddr_storage& a) {
+  return reinterpret_cast<sockaddr_in&>(a).sin_port;
+}
+inline in_port_t PortOf(const sockaddr_storage& a) {
+  return reinterpret_cast<const sockaddr_in&>(a).sin_port;
+}
 
 }  // namespace san::proto

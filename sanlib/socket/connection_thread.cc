@@ -156,10 +156,8 @@ void ConnectionThread::RenameListener(int from_fd, int to_fd) {
 
 namespace {
 
-in_port_t& PortField(sockaddr_storage& a) {
-  return reinterpret_cast<sockaddr_in&>(a).sin_port;  // same offset in sin6
-}
-in_port_t PortOf(sockaddr_storage a) { return PortField(a); }
+using proto::PortField;
+using proto::PortOf;
 
 // Whether `a` and `b` are one address, their ports aside.
 bool SameHost(sockaddr_storage a, sockaddr_storage b) {
@@ -211,20 +209,25 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const prot
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::seconds(6);
   auto pause = std::chrono::microseconds(20);
+  // Filed under this claim's listener for its server address.
+  const auto ours = [&](const Pending& p) {
+    return (listen_fd == kAnyListener ? !p.late : p.listen_fd == listen_fd) &&
+           proto::SameAddress(p.tuple.server, tuple.server);
+  };
+  // Filed from the client's address, port not named yet: it may be this connection's.
+  const auto unnamed_candidate = [&](const Pending& p) {
+    return ours(p) && PortOf(p.tuple.client) == 0 && SameHost(p.tuple.client, tuple.client);
+  };
   for (;;) {
     DropBrokenLocked();
     bool settling = false;
-    bool unnamed = false;  // filed from the client's address, port not named yet
+    bool unnamed = false;
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if (!(listen_fd == kAnyListener ? !it->late : it->listen_fd == listen_fd) ||
-          !proto::SameAddress(it->tuple.server, tuple.server)) {
-        continue;
-      }
-      if (PortOf(it->tuple.client) == 0 && SameHost(it->tuple.client, tuple.client)) {
+      if (unnamed_candidate(*it)) {
         unnamed |= !it->waited_out;
         continue;
       }
-      if (!proto::SameAddress(it->tuple.client, tuple.client)) continue;
+      if (!ours(*it) || !proto::SameAddress(it->tuple.client, tuple.client)) continue;
       if (it->settling) {
         settling = true;
         continue;
@@ -242,11 +245,7 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const prot
       // connect() delays one accept(), not every one.
       if (unnamed) {
         RememberGivenUpLocked(tuple);
-        for (Pending& p : pending_) {
-          if (PortOf(p.tuple.client) == 0 && SameHost(p.tuple.client, tuple.client)) {
-            p.waited_out = true;
-          }
-        }
+        for (Pending& p : pending_) p.waited_out |= unnamed_candidate(p);
       }
       return nullptr;
     }
@@ -281,9 +280,10 @@ void ConnectionThread::NameUnnamedLocked() {
              proto::SameAddress(g.tuple.server, p.tuple.server);
     });
     if (given_up) {
-      SAN_LOG_WARN("rendezvous: a client named its connection (port %u) after accept() had "
-                   "taken it for kernel TCP; its channel is aborted",
-                   port);
+      SAN_LOG_WARN(
+          "rendezvous: a client named its connection (port %u) after accept() had "
+          "taken it for kernel TCP; its channel is aborted",
+          port);
       p.stream->Abort();
       --i;
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -638,9 +638,7 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       late = it->late;
     }
     Result<proto::FourTuple> tuple = proto::DecodeConnectRequest(endpoint->peer_data());
-    const uint16_t listen_port = reinterpret_cast<const sockaddr_in&>(listen_addr).sin_port;
-    if (!tuple.ok() ||
-        (!late && reinterpret_cast<const sockaddr_in&>(tuple->server).sin_port != listen_port)) {
+    if (!tuple.ok() || (!late && PortOf(tuple->server) != PortOf(listen_addr))) {
       SAN_LOG_WARN("rendezvous on fd %d: malformed or misdirected request", listen_fd);
       endpoint->Reject(ECONNREFUSED);
       continue;

@@ -37,7 +37,7 @@ Result<sockaddr_storage> RouteSource(const sockaddr* peer, socklen_t len) {
   if (kernel::getsockname(udp.get(), reinterpret_cast<sockaddr*>(&src), &slen) != 0) {
     return Status::FromErrno("getsockname(route lookup)");
   }
-  reinterpret_cast<sockaddr_in&>(src).sin_port = 0;  // same offset for sin6_port
+  proto::PortField(src) = 0;
   return src;
 }
 
@@ -69,8 +69,7 @@ bool AddressLess(const sockaddr_storage& a, const sockaddr_storage& b) {
   const int c =
       memcmp(reinterpret_cast<const char*>(&a) + off, reinterpret_cast<const char*>(&b) + off, n);
   if (c != 0) return c < 0;
-  return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port) <
-         ntohs(reinterpret_cast<const sockaddr_in&>(b).sin_port);  // same offset for sin6_port
+  return ntohs(proto::PortOf(a)) < ntohs(proto::PortOf(b));
 }
 
 Result<sockaddr_storage> PeerAddress(int fd) {
@@ -97,7 +96,7 @@ Result<std::unique_ptr<proto::Stream>> SetUpChannel(SanSocket& s, fabric::Provid
                                                     bool* named_later) {
   Result<sockaddr_storage> local = LocalAddress(s.fd);
   if (!local.ok()) return local.status();
-  const in_port_t port = reinterpret_cast<sockaddr_in&>(local.value()).sin_port;  // sin6 too
+  const in_port_t port = proto::PortOf(local.value());
   if (IsWildcard(local.value())) {
     // Unbound, or bound to a port on every address before connect() (bindresvport, as
     // libtirpc's clients do): the kernel will pick the route's source address, so that is what
@@ -107,7 +106,7 @@ Result<std::unique_ptr<proto::Stream>> SetUpChannel(SanSocket& s, fabric::Provid
     local = proto::CanonicalAddress(
         reinterpret_cast<sockaddr*>(&src.value()),
         src->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
-    reinterpret_cast<sockaddr_in&>(local.value()).sin_port = port;  // same offset in sin6
+    proto::PortField(local.value()) = port;
   }
   *named_later = port == 0;  // also bound with IP_BIND_ADDRESS_NO_PORT: connect() picks it
   proto::FourTuple tuple;
@@ -122,7 +121,7 @@ Status StartClient(SanSocket& s, proto::Stream& stream, bool named_later) {
   if (!named_later) return stream.Start();
   Result<sockaddr_storage> local = LocalAddress(s.fd);
   if (!local.ok()) return local.status();
-  return stream.StartNamed(ntohs(reinterpret_cast<sockaddr_in&>(local.value()).sin_port));
+  return stream.StartNamed(ntohs(proto::PortOf(local.value())));
 }
 
 }  // namespace
@@ -355,8 +354,7 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
   if (provider && !ChannelFitsFdBudget(&reason)) provider = nullptr;
   bool named_later = false;
   if (provider) {
-    Result<std::unique_ptr<proto::Stream>> r =
-        SetUpChannel(*s, *provider, addr, len, &named_later);
+    Result<std::unique_ptr<proto::Stream>> r = SetUpChannel(*s, *provider, addr, len, &named_later);
     if (r.ok()) {
       stream = std::move(r).value();
     } else if (r.status().code() == EACCES) {
