@@ -7,7 +7,8 @@
 //   - each SAN socket is closed as close() closes it (its peer gets FIN, dups keep it);
 //   - sanlib's own fds, which live in a region at the top of the fd space (common/fd_placement.h),
 //     stay: that part of the range is left alone (an application's own fds up there stay open
-//     too; they are close-on-exec in practice, and exec closes them);
+//     too; they are close-on-exec in practice, and exec closes them); so do the few placed from
+//     1,024 up (PlaceLow), each recognised by its number and file;
 //   - everything else is closed as the kernel would.
 // CLOSE_RANGE_CLOEXEC only marks fds (ours are close-on-exec already): the kernel's call.
 // Without a high region (RLIMIT_NOFILE below 1024 or unlimited), ours cannot be told from the
@@ -80,14 +81,22 @@ int CloseRange(unsigned first, unsigned last, int flags) {
   if (first > top) return 0;  // only our region: nothing of the program's to close
   std::vector<int> fds;
   if (!OpenFds(first, top, &fds)) {
-    // No /proc: SAN sockets the proper way, then the kernel's call below our region.
+    // No /proc: SAN sockets the proper way, then the kernel's call below our region, around the
+    // few of ours from 1,024 up.
     san::Runtime::Get().table().ForEachNumber([&](int fd, san::SanSocket*) {
       if (fd >= static_cast<int>(first) && fd <= static_cast<int>(top)) fds.push_back(fd);
     });
     for (int fd : fds) san::Close(fd);
-    return kernel(first, top, 0);
+    unsigned from = first;
+    for (int fd : san::PlacedLowIn(static_cast<int>(std::min<unsigned>(first, INT_MAX)),
+                                   static_cast<int>(std::min<unsigned>(top, INT_MAX)))) {
+      if (static_cast<unsigned>(fd) > from) kernel(from, static_cast<unsigned>(fd) - 1, 0);
+      from = static_cast<unsigned>(fd) + 1;
+    }
+    return from <= top ? kernel(from, top, 0) : 0;
   }
   for (int fd : fds) {
+    if (san::IsPlacedLow(fd)) continue;  // ours, not the program's
     if (Managed(fd)) {
       san::Close(fd);
     } else {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <mutex>
 
 namespace san {
@@ -36,6 +37,7 @@ class FdIndex {
     auto& slot = page->slots[fd & kMask];
     if (slot.load(std::memory_order_relaxed)) return false;
     slot.store(value, std::memory_order_release);
+    ++size_;
     return true;
   }
   // Unpublishes and returns the value for fd (nullptr if none).
@@ -43,17 +45,25 @@ class FdIndex {
     if (fd < 0 || fd >= kLimit) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     Page* page = pages_[fd >> kPageBits].load(std::memory_order_acquire);
-    return page ? page->slots[fd & kMask].exchange(nullptr, std::memory_order_acq_rel) : nullptr;
+    T* was = page ? page->slots[fd & kMask].exchange(nullptr, std::memory_order_acq_rel) : nullptr;
+    if (was) --size_;
+    return was;
   }
   // Calls fn(fd, value) for every entry, under the writers' mutex (fn must not Insert/Remove).
+  // Stops at the last entry: a fork child runs several of these, and a process holding one
+  // listener should not scan a thousand empty slots each time.
   template <typename Fn>
   void ForEach(Fn&& fn) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int p = 0; p < kPages; ++p) {
+    size_t left = size_;
+    for (int p = 0; p < kPages && left > 0; ++p) {
       Page* page = pages_[p].load(std::memory_order_acquire);
       if (!page) continue;
-      for (int i = 0; i <= kMask; ++i) {
-        if (T* v = page->slots[i].load(std::memory_order_acquire)) fn((p << kPageBits) | i, v);
+      for (int i = 0; i <= kMask && left > 0; ++i) {
+        if (T* v = page->slots[i].load(std::memory_order_acquire)) {
+          --left;
+          fn((p << kPageBits) | i, v);
+        }
       }
     }
   }
@@ -65,6 +75,7 @@ class FdIndex {
     std::atomic<T*> slots[1 << kPageBits] = {};
   };
   std::mutex mu_;
+  size_t size_ = 0;  // entries (mu_)
   std::atomic<Page*> pages_[kPages] = {};
 };
 

@@ -4,6 +4,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "sanlib/common/file_identity.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/unique_fd.h"
 
@@ -27,6 +32,49 @@ int HighBase() {
 // F_DUPFD_CLOEXEC as the kernel's fcntl: under the compatibility layer fcntl is interposed.
 int DupAtLeast(int fd, int lowest) { return kernel::fcntl(fd, F_DUPFD_CLOEXEC, lowest); }
 
+// The low region: from FD_SETSIZE up.
+constexpr int kLowBase = 1024;
+
+// The record of the fds placed low: lock-free, since close_range may run in a fork child whose
+// parent had another thread in the middle of placing one. A slot whose file is gone (closed, the
+// number reused) is taken again; two slots may name one number, one of them stale.
+constexpr int kLowSlots = 64;
+constexpr int kFree = -1;
+constexpr int kBeingWritten = -2;
+struct LowSlot {
+  std::atomic<int> fd{kFree};
+  std::atomic<uint64_t> dev{0};
+  std::atomic<uint64_t> ino{0};
+};
+LowSlot g_low_slots[kLowSlots];
+
+bool SlotNames(const LowSlot& slot, int fd, const FileIdentity& id) {
+  return slot.fd.load(std::memory_order_acquire) == fd &&
+         slot.dev.load(std::memory_order_relaxed) == id.dev &&
+         slot.ino.load(std::memory_order_relaxed) == id.ino &&
+         slot.fd.load(std::memory_order_acquire) == fd;  // not rewritten meanwhile
+}
+
+// Takes a free or stale slot for fd; false if all are in use.
+bool Record(int fd) {
+  const FileIdentity id = IdentityOf(fd);
+  if (!id.known()) return false;
+  for (LowSlot& slot : g_low_slots) {
+    int was = slot.fd.load(std::memory_order_acquire);
+    if (was == kBeingWritten) continue;
+    if (was != kFree) {
+      const FileIdentity held = IdentityOf(was);
+      if (held.known() && SlotNames(slot, was, held)) continue;  // still ours
+    }
+    if (!slot.fd.compare_exchange_strong(was, kBeingWritten, std::memory_order_acq_rel)) continue;
+    slot.dev.store(id.dev, std::memory_order_relaxed);
+    slot.ino.store(id.ino, std::memory_order_relaxed);
+    slot.fd.store(fd, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int HighFdBaseFor(rlim_t soft_limit) {
@@ -44,6 +92,46 @@ int PlaceHigh(int fd) {
   if (moved < 0) return fd;  // no room up there: keep the low one
   KernelClose(fd);
   return moved;
+}
+
+int PlaceLow(int fd) {
+  const int base = HighBase();
+  if (fd < 0 || base < kLowBase + kLowSlots) return PlaceHigh(fd);
+  int placed = fd;
+  if (fd < kLowBase) {
+    placed = DupAtLeast(fd, kLowBase);
+    if (placed < 0) return PlaceHigh(fd);
+    KernelClose(fd);
+  }
+  // The program fills the numbers up to the high region: ours are there already.
+  if (placed >= base) return placed;
+  return Record(placed) ? placed : PlaceHigh(placed);
+}
+
+bool IsPlacedLow(int fd) {
+  if (fd < kLowBase) return false;
+  bool listed = false;
+  for (const LowSlot& slot : g_low_slots) {
+    listed |= slot.fd.load(std::memory_order_acquire) == fd;
+  }
+  if (!listed) return false;  // the usual answer, without a system call
+  const FileIdentity id = IdentityOf(fd);
+  if (!id.known()) return false;
+  for (const LowSlot& slot : g_low_slots) {
+    if (SlotNames(slot, fd, id)) return true;
+  }
+  return false;
+}
+
+std::vector<int> PlacedLowIn(int first, int last) {
+  std::vector<int> fds;
+  for (const LowSlot& slot : g_low_slots) {
+    const int fd = slot.fd.load(std::memory_order_acquire);
+    if (fd >= first && fd <= last && IsPlacedLow(fd)) fds.push_back(fd);
+  }
+  std::sort(fds.begin(), fds.end());
+  fds.erase(std::unique(fds.begin(), fds.end()), fds.end());
+  return fds;
 }
 
 int DupHigh(int fd) {

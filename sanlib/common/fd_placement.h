@@ -1,5 +1,4 @@
-// PlaceHigh: moves one of sanlib's own fds to the top of the fd space, out of the application's
-// way.
+// PlaceHigh, PlaceLow: move sanlib's own fds out of the application's way.
 //
 // A SAN connection holds several fds of its own (segment, doorbells, fork holders...). Taken from
 // the lowest free numbers they would sit between the application's sockets, and programs that size
@@ -10,14 +9,33 @@
 // fork of the process pays (a quarter below a container's 1,048,576 would be a 6 MiB table per
 // fork). An fd that cannot move (no room, or a limit below 1024) stays where it is. The result is
 // close-on-exec.
+// fork() pays for that region whenever the process has any fd up there. So the fds a process holds
+// whatever its connections (the connection thread's wake-up, the control socket, each listener's
+// rendezvous, the log and report files), and a kernel connection's fork-holder pipe while a fork
+// shares it, go lower, from 1,024 (the low region): a forking server's parent, which holds only
+// those, makes every fork copy a table of about 2,048 entries instead of the high region's start.
+// At most 64 of ours are there at once (the rest go high), so a program with more than 1,024 fds
+// finds at most that many numbers taken among its own, which tables sized by connection count
+// plus a margin do not notice; programs that select() never have fds there. Each one placed there
+// is recorded (number and file), so close_range and closefrom under sanrun leave it alone.
 // Thread-safety: thread-safe. Ownership: takes `fd`, returns the fd to own instead.
 #pragma once
 
 #include <sys/resource.h>
 
+#include <vector>
+
 namespace san {
 
 int PlaceHigh(int fd);
+// From 1,024 up and recorded (above), or PlaceHigh's place where the limit leaves no room below
+// the high region or 64 are there already.
+int PlaceLow(int fd);
+// True if fd is one PlaceLow placed and still names the file it placed there (the program may
+// have closed it behind our back and got the number for a file of its own).
+bool IsPlacedLow(int fd);
+// The fds PlaceLow placed (as IsPlacedLow) in [first, last], ascending.
+std::vector<int> PlacedLowIn(int first, int last);
 // Where the region begins (sanlib's own fds live at or above it), or -1 when the limit leaves no
 // such region (below 1024, or unlimited): then ours are among the application's.
 int HighFdBase();

@@ -49,7 +49,7 @@ int LogFileFd(const std::string& path) {
   static int fd = -1;
   std::call_once(once, [&] {
     const int raw = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (raw >= 0) fd = PlaceHigh(raw);
+    if (raw >= 0) fd = PlaceLow(raw);
   });
   return fd;
 }

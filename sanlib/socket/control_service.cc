@@ -89,8 +89,7 @@ std::string ControlService::Report(SocketTable& table) {
 
 Status ControlService::Open() {
   if (listener_.valid() && pid_ == getpid()) return Status::Ok();
-  listener_.reset(
-      PlaceHigh(kernel::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
+  listener_.reset(PlaceLow(kernel::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
   if (!listener_.valid()) return Status::FromErrno("socket(AF_UNIX)");
   pid_ = getpid();
   sockaddr_un sun;

@@ -40,7 +40,7 @@ bool OthersHold(SanSocket& s) {
                  s.fd.load(), strerror(errno));
     return true;
   }
-  s.holders_read.reset(PlaceHigh(r));
+  s.holders_read.reset(IsPlacedLow(w) ? PlaceLow(r) : PlaceHigh(r));  // beside the write end
   char drain[256];
   while (::syscall(SYS_read, s.holders_read.get(), drain, sizeof drain) > 0) {
   }

@@ -26,7 +26,7 @@ void Keep(SanSocket* s) {
   LateUpgrade& u = *s->late;
   if (kept_count == kMaxKept || !u.mu.try_lock()) return;  // a step under way: the child gives up
   if (u.phase.load() != LatePhase::kWaiting ||
-      (!s->holders_write.valid() && !MakeHoldersPipe(*s))) {
+      (!s->holders_write.valid() && !MakeHoldersPipe(*s, true))) {
     u.mu.unlock();
     return;
   }

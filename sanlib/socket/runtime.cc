@@ -155,7 +155,7 @@ void Runtime::OpenReport() {
     SAN_LOG_WARN("SAN_REPORT %s: %s", config_.report.c_str(), strerror(errno));
     return;
   }
-  report_fd_.reset(PlaceHigh(fd));
+  report_fd_.reset(PlaceLow(fd));
   report_id_ = IdentityOf(report_fd_.get());
 }
 

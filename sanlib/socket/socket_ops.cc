@@ -161,11 +161,11 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
   return stream;
 }
 
-bool MakeHoldersPipe(SanSocket& s) {
+bool MakeHoldersPipe(SanSocket& s, bool low) {
   int holders[2];
   if (pipe2(holders, O_CLOEXEC | O_NONBLOCK) != 0) return false;
-  s.holders_read.reset(PlaceHigh(holders[0]));
-  s.holders_write.reset(PlaceHigh(holders[1]));
+  s.holders_read.reset(low ? PlaceLow(holders[0]) : PlaceHigh(holders[0]));
+  s.holders_write.reset(low ? PlaceLow(holders[1]) : PlaceHigh(holders[1]));
   return true;
 }
 

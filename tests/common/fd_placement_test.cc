@@ -5,6 +5,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace san {
 namespace {
 
@@ -45,6 +48,52 @@ TEST(FdPlacement, PlaceHighMovesAnFdIntoTheRegionCloseOnExec) {
   }
   close(moved);
   close(pipe_fds[1]);
+}
+
+TEST(FdPlacement, PlaceLowPutsAFewFromTheSelectLimitUpAndKnowsThem) {
+  const int base = HighFdBase();
+  if (base < 1024 + 64) GTEST_SKIP() << "RLIMIT_NOFILE leaves no low region";
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const int low = PlaceLow(pipe_fds[0]);
+  EXPECT_GE(low, 1024);
+  EXPECT_LT(low, base);
+  EXPECT_EQ(fcntl(pipe_fds[0], F_GETFD), -1) << "the original number is closed";
+  EXPECT_NE(fcntl(low, F_GETFD) & FD_CLOEXEC, 0);
+  EXPECT_TRUE(IsPlacedLow(low));
+  EXPECT_FALSE(IsPlacedLow(pipe_fds[1])) << "not placed";
+  const std::vector<int> listed = PlacedLowIn(1024, base - 1);
+  EXPECT_NE(std::find(listed.begin(), listed.end(), low), listed.end());
+  // The program takes the number over (dup2 onto it, behind our back): no longer ours. (Not with
+  // the pipe's other end: both ends are one inode.)
+  const int other = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(dup2(other, low), low);
+  EXPECT_FALSE(IsPlacedLow(low));
+  close(low);
+  close(other);
+  close(pipe_fds[1]);
+}
+
+TEST(FdPlacement, PlaceLowHoldsAtMost64AndSendsTheRestHigh) {
+  const int base = HighFdBase();
+  if (base < 1024 + 64) GTEST_SKIP() << "RLIMIT_NOFILE leaves no low region";
+  std::vector<int> placed;
+  for (int i = 0; i < 80; ++i) {
+    int fd = PlaceLow(dup(0));
+    ASSERT_GE(fd, 0);
+    placed.push_back(fd);
+  }
+  const auto low = std::count_if(placed.begin(), placed.end(), [&](int fd) { return fd < base; });
+  EXPECT_LE(low, 64);
+  EXPECT_GE(std::count_if(placed.begin(), placed.end(), [&](int fd) { return fd >= base; }),
+            80 - 64);
+  for (int fd : placed) close(fd);
+  // Closed ones free their places: the next goes low again.
+  const int again = PlaceLow(dup(0));
+  EXPECT_GE(again, 1024);
+  EXPECT_LT(again, base);
+  close(again);
 }
 
 }  // namespace

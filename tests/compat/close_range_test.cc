@@ -3,7 +3,8 @@
 // openbsd-inetd does, and execs cat (an echo service). The client's bytes must come back and the
 // program's own fds in the range must be closed -- on a SAN connection exactly as on a kernel one
 // (the oracle). It used to close sanlib's own fds too: the exec hand-off then gave cat a reset
-// socket and the client got nothing back.
+// socket and the client got nothing back. And sanlib's fds placed low (from 1,024) stay while the
+// program's around them go.
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -14,8 +15,10 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "compat/pair.h"
+#include "sanlib/common/fd_placement.h"
 
 namespace san::testing_support {
 namespace {
@@ -70,6 +73,49 @@ TEST_P(CloseRange, InetdChildClosesAllButStdioAndExecsCat) {
   int status = -1;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// sanlib's few fds from 1,024 up (common/fd_placement.h, PlaceLow) are not in the high region
+// close_range leaves alone: the interposer knows each by number and file. The program's own fds
+// among them are closed, and so is a number of ours the program took over (dup2 onto it). Run in
+// a child that makes its own SAN listener (its rendezvous fds are placed low) and then closes
+// everything from 1,024 up (from 3 up would close the listener, and its rendezvous with it).
+TEST_P(CloseRange, KeepsSanlibsLowFdsAndClosesTheProgramsAmongThem) {
+  const bool san = std::get<0>(GetParam());
+  const bool use_closefrom = std::get<1>(GetParam());
+  if (!san) GTEST_SKIP() << "sanlib's fds only";
+  if (HighFdBase() < 1024 + 64) GTEST_SKIP() << "RLIMIT_NOFILE leaves no low region";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(30);
+    const int listener = LoopbackListener(true);
+    const std::vector<int> ours = PlacedLowIn(1024, HighFdBase() - 1);
+    if (listener < 0 || ours.size() < 2) _exit(9);
+    int app_pipe[2];
+    if (pipe(app_pipe) != 0) _exit(10);
+    const int mine = fcntl(app_pipe[0], F_DUPFD, 1024);  // the program's, among ours
+    const int taken = ours.back();                       // ours, until the program takes it
+    if (mine < 1024 || dup2(app_pipe[0], taken) != taken) _exit(10);
+    if (use_closefrom) {
+      closefrom(1024);
+    } else if (close_range(1024, ~0U, 0) != 0) {
+      _exit(11);
+    }
+    if (fcntl(mine, F_GETFD) != -1) _exit(12);   // the program's: closed
+    if (fcntl(taken, F_GETFD) != -1) _exit(13);  // the program's now: closed
+    for (size_t i = 0; i + 1 < ours.size(); ++i) {
+      if (fcntl(ours[i], F_GETFD) == -1) _exit(14);  // sanlib's: kept
+    }
+    if (fcntl(app_pipe[0], F_GETFD) == -1 || fcntl(listener, F_GETFD) == -1) _exit(15);
+    _exit(0);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "exit " << WEXITSTATUS(status) << " (9: fewer than 2 low fds, 12: the program's fd "
+      << "kept, 13: a number the program took from us kept, 14: sanlib's closed, 15: fds below "
+      << "the range closed)";
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {

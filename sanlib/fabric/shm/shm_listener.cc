@@ -28,7 +28,7 @@ Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
                                                          bool proved) {
   Result<UniqueFd> sock = ListenRendezvous(key);
   if (!sock.ok()) return sock.status();
-  UniqueFd epoll(PlaceHigh(kernel::epoll_create1(EPOLL_CLOEXEC)));
+  UniqueFd epoll(PlaceLow(kernel::epoll_create1(EPOLL_CLOEXEC)));
   if (!epoll.valid()) return Status::FromErrno("epoll_create1");
   epoll_event ev{};
   ev.events = EPOLLIN;
