@@ -115,13 +115,14 @@ class Results:
 
 def interleave(results, section, runs, modes, measure, expected):
     """Runs measure(transport, mode, run) for run in range(runs), mode in modes, transport in
-    (san, tcp): SAN and TCP alternate so drift on the machine hits both alike. measure returns
+    (san, tcp): SAN and TCP alternate, in ABBA order (SAN first in even runs, TCP first in odd
+    ones), so drift on the machine hits both alike and neither is always second. measure returns
     [(name, metric, unit, higher_better, value, cpu, cpu_unit, verified)] or raises Failed;
     expected(mode) lists the (name, metric, unit, higher_better, cpu_unit) a failure spoils."""
     from .procs import Failed
     for run in range(runs):
         for mode in modes:
-            for transport in ("san", "tcp"):
+            for transport in ("san", "tcp") if run % 2 == 0 else ("tcp", "san"):
                 try:
                     for (name, metric, unit, hb, value, cpu, cpu_unit, ver) in measure(
                             transport, mode, run):
