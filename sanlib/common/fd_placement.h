@@ -10,10 +10,11 @@
 // fork). An fd that cannot move (no room, or a limit below 1024) stays where it is. The result is
 // close-on-exec.
 // fork() pays for that region whenever the process has any fd up there. So the fds a process holds
-// whatever its connections (the connection thread's wake-up, the control socket, each listener's
-// rendezvous, the log and report files), and a kernel connection's fork-holder pipe while a fork
-// shares it, go lower, from 1,024 (the low region): a forking server's parent, which holds only
+// whatever its connections (the connection thread's wake-up, the control socket, the log and
+// report files, pidfd watches), and a kernel connection's fork-holder pipe while a fork shares it,
+// go lower, from 1,024 (the low region): a forking server's parent under sanrun, which holds only
 // those, makes every fork copy a table of about 2,048 entries instead of the high region's start.
+// (A listener's eager rendezvous stays high: shm_listener.cc says why.)
 // At most 64 of ours are there at once (the rest go high), so a program with more than 1,024 fds
 // finds at most that many numbers taken among its own, which tables sized by connection count
 // plus a margin do not notice; programs that select() never have fds there. Each one placed there

@@ -37,7 +37,7 @@ void RendezvousAddress(const std::string& key, sockaddr_storage* addr, socklen_t
 
 Result<UniqueFd> ListenRendezvous(const std::string& key) {
   UniqueFd sock(
-      PlaceLow(kernel::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
+      PlaceHigh(kernel::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
   if (!sock.valid()) return Status::FromErrno("socket(AF_UNIX)");
   sockaddr_storage addr;
   socklen_t len;
