@@ -179,23 +179,73 @@ bool Takes(const sockaddr_storage& served, const sockaddr_storage& dst) {
 }  // namespace
 
 Result<std::unique_ptr<proto::Stream>> ConnectionThread::ClaimProved(const proto::FourTuple& tuple,
-                                                                     int proof_fd) {
+                                                                     int proof_fd, bool last) {
   // The claimer holds the very connection the channel was filed for: a 4-tuple names one
   // connection in a network namespace, and the control socket is namespace-scoped too.
   if (!HoldsConnection(proof_fd, tuple.server, tuple.client)) {
     return Status(EPERM, "handover proof");
   }
-  bool serves = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Served& s : served_) {
-      if (!s.late && Takes(s.addr, tuple.server)) serves = true;
-    }
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool serves = std::any_of(served_.begin(), served_.end(), [&](const Served& s) {
+    return !s.late && Takes(s.addr, tuple.server);
+  });
   // Filed under any listener of ours (a SO_REUSEPORT sibling's clients come here too), or
   // orphaned by a listener we closed.
-  if (std::unique_ptr<proto::Stream> s = Claim(kAnyListener, tuple)) return s;
+  DropBrokenLocked();
+  Look look = LookLocked(kAnyListener, tuple);
+  if (look.stream) return std::move(look.stream);
+  if (look.settling || look.unnamed) {
+    if (!last) return Status(EAGAIN, "handover: channel not ready");
+    GiveUpLocked(kAnyListener, tuple);
+  }
   return Status(serves ? ENOENT : ENXIO, "handover claim");
+}
+
+bool ConnectionThread::ClaimsUnder(const Pending& p, int listen_fd, const proto::FourTuple& tuple) {
+  return (listen_fd == kAnyListener ? !p.late : p.listen_fd == listen_fd) &&
+         proto::SameAddress(p.tuple.server, tuple.server);
+}
+
+bool ConnectionThread::UnnamedCandidate(const Pending& p, int listen_fd,
+                                        const proto::FourTuple& tuple) {
+  return ClaimsUnder(p, listen_fd, tuple) && PortOf(p.tuple.client) == 0 &&
+         SameHost(p.tuple.client, tuple.client);
+}
+
+ConnectionThread::Look ConnectionThread::LookLocked(int listen_fd, const proto::FourTuple& tuple) {
+  Look look;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (UnnamedCandidate(*it, listen_fd, tuple)) {
+      look.unnamed |= !it->waited_out;
+      continue;
+    }
+    if (!ClaimsUnder(*it, listen_fd, tuple) ||
+        !proto::SameAddress(it->tuple.client, tuple.client)) {
+      continue;
+    }
+    if (it->settling) {
+      look.settling = true;
+      continue;
+    }
+    look.stream = std::move(it->stream);
+    pending_.erase(it);
+    return look;
+  }
+  return look;
+}
+
+void ConnectionThread::GiveUpLocked(int listen_fd, const proto::FourTuple& tuple) {
+  // Should one of them be named for this connection after all, it is aborted then (its client
+  // errs out) rather than left with a peer that took the connection for TCP. Later claims do not
+  // wait for them again: a client stopped between its request and its connect() delays one
+  // accept(), not every one.
+  bool unnamed = false;
+  for (Pending& p : pending_) {
+    if (!UnnamedCandidate(p, listen_fd, tuple)) continue;
+    unnamed |= !p.waited_out;
+    p.waited_out = true;
+  }
+  if (unnamed) RememberGivenUpLocked(tuple);
 }
 
 std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const proto::FourTuple& tuple,
@@ -209,47 +259,17 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const prot
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::seconds(6);
   auto pause = std::chrono::microseconds(20);
-  // Filed under this claim's listener for its server address.
-  const auto ours = [&](const Pending& p) {
-    return (listen_fd == kAnyListener ? !p.late : p.listen_fd == listen_fd) &&
-           proto::SameAddress(p.tuple.server, tuple.server);
-  };
-  // Filed from the client's address, port not named yet: it may be this connection's.
-  const auto unnamed_candidate = [&](const Pending& p) {
-    return ours(p) && PortOf(p.tuple.client) == 0 && SameHost(p.tuple.client, tuple.client);
-  };
   for (;;) {
     DropBrokenLocked();
-    bool settling = false;
-    bool unnamed = false;
-    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if (unnamed_candidate(*it)) {
-        unnamed |= !it->waited_out;
-        continue;
-      }
-      if (!ours(*it) || !proto::SameAddress(it->tuple.client, tuple.client)) continue;
-      if (it->settling) {
-        settling = true;
-        continue;
-      }
-      std::unique_ptr<proto::Stream> s = std::move(it->stream);
-      pending_.erase(it);
-      return s;
-    }
+    Look look = LookLocked(listen_fd, tuple);
+    if (look.stream) return std::move(look.stream);
     const auto now = std::chrono::steady_clock::now();
-    if (!wait || (!settling && !unnamed)) return nullptr;
+    if (!wait || (!look.settling && !look.unnamed)) return nullptr;
     if (now >= deadline) {
-      // Should one of them be named for this connection after all, it is aborted then (its
-      // client errs out) rather than left with a peer that took the connection for TCP. Later
-      // Claims do not wait for them again: a client stopped between its request and its
-      // connect() delays one accept(), not every one.
-      if (unnamed) {
-        RememberGivenUpLocked(tuple);
-        for (Pending& p : pending_) p.waited_out |= unnamed_candidate(p);
-      }
+      GiveUpLocked(listen_fd, tuple);
       return nullptr;
     }
-    if (!unnamed) {
+    if (!look.unnamed) {
       settled_.wait_until(lock, deadline);
     } else if (now - start < std::chrono::microseconds(50)) {
       // Normally a matter of microseconds: the client's connect() has returned or is returning.
@@ -548,15 +568,18 @@ void ConnectionThread::Run() {
     // wakes some 100 times a second, not once per connection, and a move starts at most that much
     // after its delay.
     constexpr uint64_t kLateBatchMs = 10;
-    int timeout_ms = owner_gone ? 0 : 1000;
+    // A kept claim (ControlService) is asked again every millisecond: its channel is named by a
+    // WAKEUP that wakes nobody here.
+    int timeout_ms = owner_gone ? 0 : service_.has_parked() ? 1 : 1000;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!late_.empty() && timeout_ms > 0) {
         const uint64_t now = NowNs();
         const uint64_t due = late_.front().due_ns;
-        timeout_ms = due <= now ? 0
-                                : static_cast<int>(std::clamp<uint64_t>((due - now) / 1000000 + 1,
-                                                                        kLateBatchMs, 1000));
+        timeout_ms =
+            std::min(timeout_ms, due <= now ? 0
+                                            : static_cast<int>(std::clamp<uint64_t>(
+                                                  (due - now) / 1000000 + 1, kLateBatchMs, 1000)));
       }
     }
     stepping.unlock();  // a fork may happen while we sleep, not in the middle of a step
@@ -570,11 +593,12 @@ void ConnectionThread::Run() {
       eventfd_t v;
       eventfd_read(control_.get(), &v);
     }
-    if (fds[1].revents) {
-      service_.Serve(table_, [this](const proto::FourTuple& t, int proof_fd) {
-        return ClaimProved(t, proof_fd);
-      });
-    }
+    const auto take = [this](const proto::FourTuple& t, int proof_fd, bool last) {
+      return ClaimProved(t, proof_fd, last);
+    };
+    if (fds[1].revents) service_.Serve(table_, take);
+    // After the requests (whose WAKEUPs name channels) and before the late moves.
+    if (service_.has_parked()) service_.ServeParked(take);
     for (size_t i = 2; i < first_watch; ++i) {
       if (fds[i].revents) ServeRequests(owners[i]);
     }

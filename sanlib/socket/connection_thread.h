@@ -96,8 +96,12 @@ class ConnectionThread {
   std::unique_ptr<proto::Stream> CloseLateListener(int token, const proto::FourTuple& tuple);
   // Claim by another process that accepted the connection (handover.h): `proof_fd` must be that
   // connection's socket (EPERM otherwise). ENOENT: no channel for the tuple (a plain client);
-  // ENXIO: we serve no rendezvous for its address (any more).
-  Result<std::unique_ptr<proto::Stream>> ClaimProved(const proto::FourTuple& tuple, int proof_fd);
+  // ENXIO: we serve no rendezvous for its address (any more). Never waits (it runs on this
+  // thread, which must go on serving): EAGAIN while a channel that may be this one is settling
+  // or not named yet; with `last` the caller will not ask again, so those are given up as a
+  // waiting Claim gives them up.
+  Result<std::unique_ptr<proto::Stream>> ClaimProved(const proto::FourTuple& tuple, int proof_fd,
+                                                     bool last);
   // Counts, for sanstat and tests.
   size_t pending_count();
   // How many late upgrades' private listeners this thread serves now.
@@ -186,8 +190,22 @@ class ConnectionThread {
   // the client's WAKEUP (Stream::PeerSourcePort); aborts one named for a connection a Claim gave
   // up on (RememberGivenUpLocked). mu_ held.
   void NameUnnamedLocked();
-  // A Claim gave up waiting for unnamed channels from `tuple`'s client address: its connection is
-  // kernel TCP, so a channel named for it later must not stay (mu_ held).
+  // One look through the filed channels for a claim of `tuple` under `listen_fd` (Claim): the
+  // channel, taken off the books, or why one may still come. mu_ held.
+  struct Look {
+    std::unique_ptr<proto::Stream> stream;
+    bool settling = false;  // one for this tuple is still settling
+    bool unnamed = false;   // unnamed ones from its client's host, not waited out yet
+  };
+  Look LookLocked(int listen_fd, const proto::FourTuple& tuple);
+  // Filed under the claim's listener for its server address.
+  static bool ClaimsUnder(const Pending& p, int listen_fd, const proto::FourTuple& tuple);
+  // Filed from the claim's client host, port not named yet: it may be this connection's.
+  static bool UnnamedCandidate(const Pending& p, int listen_fd, const proto::FourTuple& tuple);
+  // A claim stops waiting for `tuple`: its connection is kernel TCP, so a channel named for it
+  // later must not stay, and later claims do not wait for the unnamed ones it waited for (mu_
+  // held).
+  void GiveUpLocked(int listen_fd, const proto::FourTuple& tuple);
   void RememberGivenUpLocked(const proto::FourTuple& tuple);
   struct GivenUp {
     proto::FourTuple tuple;

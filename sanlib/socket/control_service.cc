@@ -2,10 +2,12 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -153,17 +155,47 @@ void ControlService::Serve(SocketTable& table, const TakeChannel& take) {
         continue;
       }
       Result<proto::FourTuple> tuple = proto::DecodeConnectRequest(data);
-      Result<std::unique_ptr<proto::Stream>> taken =
-          tuple.ok() && proof.size() == 1
-              ? take(tuple.value(), proof[0].get())
-              : Result<std::unique_ptr<proto::Stream>>(Status(EINVAL, "handover request"));
-      std::unique_ptr<proto::Stream> stream = taken.ok() ? std::move(taken).value() : nullptr;
-      Status st = SendHandover(conn.get(), stream.get(), taken.ok() ? 0 : taken.status().code());
-      // A channel we could not hand over is lost to its accepter: reset it so the client is not
-      // left waiting on a channel nobody reads.
-      if (stream && !st.ok()) stream->Abort();
+      if (!tuple.ok() || proof.size() != 1) {
+        SendHandover(conn.get(), nullptr, EINVAL);
+        continue;
+      }
+      // Normally a matter of microseconds (the client names its channel as its connect()
+      // returns): asked again for up to 50 us before the claim is kept for later passes, as a
+      // Claim in this process waits (and an owner that is exiting answers before it is gone).
+      const uint64_t spin_until = NowNs() + kClaimSpinNs;
+      bool keep;
+      while ((keep = TryClaim(conn.get(), tuple.value(), proof[0].get(), false, take)) &&
+             NowNs() < spin_until) {
+        sched_yield();
+      }
+      if (keep) {
+        parked_.push_back(
+            Parked{std::move(conn), tuple.value(), std::move(proof[0]), NowNs() + kClaimWaitNs});
+      }
     }
   }
+}
+
+void ControlService::ServeParked(const TakeChannel& take) {
+  const uint64_t now = NowNs();
+  parked_.erase(std::remove_if(parked_.begin(), parked_.end(),
+                               [&](Parked& p) {
+                                 return !TryClaim(p.conn.get(), p.tuple, p.proof.get(),
+                                                  now >= p.until_ns, take);
+                               }),
+                parked_.end());
+}
+
+bool ControlService::TryClaim(int conn, const proto::FourTuple& tuple, int proof_fd, bool last,
+                              const TakeChannel& take) {
+  Result<std::unique_ptr<proto::Stream>> taken = take(tuple, proof_fd, last);
+  if (!taken.ok() && taken.status().code() == EAGAIN && !last) return true;
+  std::unique_ptr<proto::Stream> stream = taken.ok() ? std::move(taken).value() : nullptr;
+  Status st = SendHandover(conn, stream.get(), taken.ok() ? 0 : taken.status().code());
+  // A channel we could not hand over is lost to its accepter: reset it so the client is not
+  // left waiting on a channel nobody reads.
+  if (stream && !st.ok()) stream->Abort();
+  return false;
 }
 
 }  // namespace san
