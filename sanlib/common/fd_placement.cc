@@ -37,7 +37,10 @@ constexpr int kLowBase = 1024;
 
 // The record of the fds placed low: lock-free, since close_range may run in a fork child whose
 // parent had another thread in the middle of placing one. A slot whose file is gone (closed, the
-// number reused) is taken again; two slots may name one number, one of them stale.
+// number reused) is taken again; two slots may name one number, one of them stale. The file is
+// known by fstat's device and inode, which all eventfds and epoll instances share (one anonymous
+// inode): an eventfd of ours closed and its number given to another eventfd still looks ours (the
+// only one placed low is the connection thread's wake-up, one per process).
 constexpr int kLowSlots = 64;
 constexpr int kFree = -1;
 constexpr int kBeingWritten = -2;

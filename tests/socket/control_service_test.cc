@@ -24,6 +24,7 @@
 #include "sanlib/common/control_name.h"
 #include "sanlib/fabric/registry.h"
 #include "sanlib/socket/handover.h"
+#include "support/inet.h"
 
 namespace san {
 namespace {
@@ -41,19 +42,16 @@ struct Accepted {
 
 void Accept(Accepted* a) {
   const int l = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sin{};
-  sin.sin_family = AF_INET;
-  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sin;
+  sockaddr_in sin = testing_support::Loopback(0);
   ASSERT_EQ(bind(l, reinterpret_cast<sockaddr*>(&sin), sizeof sin), 0);
   ASSERT_EQ(listen(l, 1), 0);
-  ASSERT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&sin), &len), 0);
+  sin.sin_port = htons(testing_support::PortOf(l));
   a->client = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_EQ(connect(a->client, reinterpret_cast<sockaddr*>(&sin), sizeof sin), 0);
   a->server = accept(l, nullptr, nullptr);
   close(l);
   ASSERT_GE(a->server, 0);
-  len = sizeof a->tuple.server;
+  socklen_t len = sizeof a->tuple.server;
   ASSERT_EQ(getsockname(a->server, reinterpret_cast<sockaddr*>(&a->tuple.server), &len), 0);
   len = sizeof a->tuple.client;
   ASSERT_EQ(getpeername(a->server, reinterpret_cast<sockaddr*>(&a->tuple.client), &len), 0);
