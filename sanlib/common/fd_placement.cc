@@ -36,11 +36,12 @@ int DupAtLeast(int fd, int lowest) { return kernel::fcntl(fd, F_DUPFD_CLOEXEC, l
 constexpr int kLowBase = 1024;
 
 // The record of the fds placed low: lock-free, since close_range may run in a fork child whose
-// parent had another thread in the middle of placing one. A slot whose file is gone (closed, the
-// number reused) is taken again; two slots may name one number, one of them stale. The file is
-// known by fstat's device and inode, which all eventfds and epoll instances share (one anonymous
-// inode): an eventfd of ours closed and its number given to another eventfd still looks ours (the
-// only one placed low is the connection thread's wake-up, one per process).
+// parent had another thread in the middle of placing one. KernelClose frees a slot as sanlib
+// closes its fd (ForgetPlacedLow). A slot whose file went behind our back (the program closed the
+// number or took it over) is stale: Record takes it again when no slot is free, and two slots
+// may then name one number. The file is known by fstat's device and inode, which all eventfds and
+// epoll instances share (one anonymous inode): an eventfd of ours that the program closed and
+// whose number it gave to an eventfd of its own still looks ours.
 constexpr int kLowSlots = 64;
 constexpr int kFree = -1;
 constexpr int kBeingWritten = -2;
@@ -58,22 +59,27 @@ bool SlotNames(const LowSlot& slot, int fd, const FileIdentity& id) {
          slot.fd.load(std::memory_order_acquire) == fd;  // not rewritten meanwhile
 }
 
-// Takes a free or stale slot for fd; false if all are in use.
+// Takes a slot for fd, a free one if there is one, else a stale one (the program closed or took
+// over an fd of ours behind our back: KernelClose did not see it); false if all are in use.
 bool Record(int fd) {
   const FileIdentity id = IdentityOf(fd);
   if (!id.known()) return false;
-  for (LowSlot& slot : g_low_slots) {
-    int was = slot.fd.load(std::memory_order_acquire);
-    if (was == kBeingWritten) continue;
-    if (was != kFree) {
-      const FileIdentity held = IdentityOf(was);
-      if (held.known() && SlotNames(slot, was, held)) continue;  // still ours
+  for (const bool free_only : {true, false}) {
+    for (LowSlot& slot : g_low_slots) {
+      int was = slot.fd.load(std::memory_order_acquire);
+      if (was == kBeingWritten || (free_only && was != kFree)) continue;
+      if (was != kFree) {
+        const FileIdentity held = IdentityOf(was);
+        if (held.known() && SlotNames(slot, was, held)) continue;  // still ours
+      }
+      if (!slot.fd.compare_exchange_strong(was, kBeingWritten, std::memory_order_acq_rel)) {
+        continue;
+      }
+      slot.dev.store(id.dev, std::memory_order_relaxed);
+      slot.ino.store(id.ino, std::memory_order_relaxed);
+      slot.fd.store(fd, std::memory_order_release);
+      return true;
     }
-    if (!slot.fd.compare_exchange_strong(was, kBeingWritten, std::memory_order_acq_rel)) continue;
-    slot.dev.store(id.dev, std::memory_order_relaxed);
-    slot.ino.store(id.ino, std::memory_order_relaxed);
-    slot.fd.store(fd, std::memory_order_release);
-    return true;
   }
   return false;
 }
@@ -130,11 +136,23 @@ std::vector<int> PlacedLowIn(int first, int last) {
   std::vector<int> fds;
   for (const LowSlot& slot : g_low_slots) {
     const int fd = slot.fd.load(std::memory_order_acquire);
-    if (fd >= first && fd <= last && IsPlacedLow(fd)) fds.push_back(fd);
+    if (fd < first || fd > last) continue;  // also kFree and kBeingWritten: first >= 0
+    const FileIdentity id = IdentityOf(fd);
+    if (id.known() && SlotNames(slot, fd, id)) fds.push_back(fd);
   }
   std::sort(fds.begin(), fds.end());
   fds.erase(std::unique(fds.begin(), fds.end()), fds.end());
   return fds;
+}
+
+void ForgetPlacedLow(int fd) {
+  if (fd < kLowBase) return;
+  for (LowSlot& slot : g_low_slots) {
+    int was = fd;
+    if (slot.fd.load(std::memory_order_relaxed) == fd) {
+      slot.fd.compare_exchange_strong(was, kFree, std::memory_order_acq_rel);
+    }
+  }
 }
 
 int DupHigh(int fd) {

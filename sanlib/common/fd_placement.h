@@ -37,6 +37,9 @@ int PlaceLow(int fd);
 bool IsPlacedLow(int fd);
 // The fds PlaceLow placed (as IsPlacedLow) in [first, last], ascending.
 std::vector<int> PlacedLowIn(int first, int last);
+// Drops fd from PlaceLow's record (KernelClose calls it before closing one of ours: the number
+// may be the program's next). No system call.
+void ForgetPlacedLow(int fd);
 // Where the region begins (sanlib's own fds live at or above it), or -1 when the limit leaves no
 // such region (below 1024, or unlimited): then ours are among the application's.
 int HighFdBase();

@@ -3,7 +3,8 @@
 // Thread-safety: like a unique_ptr; one owner. release() hands the fd out without closing it.
 // close() goes straight to the kernel (syscall), never through an interposed close() -- except
 // under ThreadSanitizer, which tracks fds through the libc calls it intercepts: a close it cannot
-// see makes the fd number's reuse look like a data race (KernelClose below).
+// see makes the fd number's reuse look like a data race (KernelClose below). A number from 1,024 up
+// is first dropped from PlaceLow's record (fd_placement.h).
 #pragma once
 
 #include <sys/syscall.h>
@@ -21,7 +22,10 @@
 
 namespace san {
 
+void ForgetPlacedLow(int fd);  // fd_placement.h
+
 inline int KernelClose(int fd) {
+  if (fd >= 1024) ForgetPlacedLow(fd);  // a number PlaceLow may have placed
 #ifdef SAN_TSAN
   return ::close(fd);
 #else

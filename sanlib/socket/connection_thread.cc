@@ -271,7 +271,7 @@ std::unique_ptr<proto::Stream> ConnectionThread::Claim(int listen_fd, const prot
     }
     if (!look.unnamed) {
       settled_.wait_until(lock, deadline);
-    } else if (now - start < std::chrono::microseconds(50)) {
+    } else if (now - start < std::chrono::nanoseconds(ControlService::kClaimSpinNs)) {
       // Normally a matter of microseconds: the client's connect() has returned or is returning.
       lock.unlock();
       sched_yield();

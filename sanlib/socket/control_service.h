@@ -44,7 +44,8 @@ class ControlService {
   // How long a claim is asked again: below the claimer's own bound (2 s, handover.cc), so that it
   // gets our answer.
   static constexpr uint64_t kClaimWaitNs = 1500ull * 1000000;
-  // How long a claim is asked again at once, before it is kept for later passes.
+  // How long a claim is asked again at once, before it is kept for later passes (also how long
+  // ConnectionThread::Claim asks again before it sleeps).
   static constexpr uint64_t kClaimSpinNs = 50ull * 1000;
   // Hands over the channel filed for a 4-tuple, if `proof_fd` is that very connection (removing it
   // from the owner's books). EPERM: the proof is another socket; ENOENT: no channel for that tuple

@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <vector>
+
+#include "sanlib/common/unique_fd.h"
 
 namespace san {
 namespace {
@@ -94,6 +97,28 @@ TEST(FdPlacement, PlaceLowHoldsAtMost64AndSendsTheRestHigh) {
   EXPECT_GE(again, 1024);
   EXPECT_LT(again, base);
   close(again);
+}
+
+TEST(FdPlacement, AnFdOfOursClosedBySanlibIsForgottenAtOnce) {
+  const int base = HighFdBase();
+  if (base < 1024 + 64) GTEST_SKIP() << "RLIMIT_NOFILE leaves no low region";
+  UniqueFd ours(PlaceLow(eventfd(0, EFD_CLOEXEC)));
+  const int number = ours.get();
+  ASSERT_GE(number, 1024);
+  ASSERT_LT(number, base);
+  EXPECT_TRUE(IsPlacedLow(number));
+  ours.reset();  // KernelClose
+  // The program's own eventfd at that number: all eventfds share one inode, so only the record
+  // dropped at our close tells it from ours.
+  const int raw = eventfd(0, EFD_CLOEXEC);
+  ASSERT_GE(raw, 0);
+  const int theirs = fcntl(raw, F_DUPFD_CLOEXEC, number);
+  close(raw);
+  ASSERT_EQ(theirs, number) << "the lowest free number from there on";
+  EXPECT_FALSE(IsPlacedLow(theirs));
+  const std::vector<int> listed = PlacedLowIn(number, number);
+  EXPECT_TRUE(listed.empty());
+  close(theirs);
 }
 
 }  // namespace
