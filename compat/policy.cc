@@ -4,12 +4,11 @@
 #include <netinet/in.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "san/san.h"
 #include "sanlib/common/config.h"
+#include "sanlib/common/small_file.h"
 
 namespace san::compat {
 
@@ -24,10 +23,9 @@ Policy::Policy() {
   std::string error;
   bool ok = Rules::Parse(config.rules, "SAN_RULES", &rules_, &error);
   if (ok && !config.rules_file.empty()) {
-    std::ifstream in(config.rules_file);
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::string text;
     Rules from_file;
-    if (!in.is_open() || in.bad()) {
+    if (!ReadSmallFile(config.rules_file, &text)) {
       error = "SAN_RULES_FILE " + config.rules_file + ": cannot be read";
       ok = false;
     } else if ((ok = Rules::Parse(text, config.rules_file, &from_file, &error))) {

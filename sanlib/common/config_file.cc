@@ -2,10 +2,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 
+#include "sanlib/common/small_file.h"
 #include "sanlib/common/text_lines.h"
 
 #ifndef SAN_SYSTEM_CONFIG_FILE
@@ -111,12 +110,11 @@ ConfigFile ParseConfigFile(std::string_view text, const std::string& path,
 
 ConfigFile ReadConfigFile(const std::string& path, std::vector<std::string>* errors) {
   if (path.empty()) return {};
-  std::ifstream in(path);
-  if (!in.is_open()) {
+  std::string text;
+  if (!ReadSmallFile(path, &text)) {
     if (errno != ENOENT && errors) errors->push_back(path + ": cannot be read; not used");
     return {};
   }
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   return ParseConfigFile(text, path, errors);
 }
 

@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/control_name.h"
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/scm_rights.h"
+#include "sanlib/common/small_file.h"
 #include "sanlib/proto/close_state.h"
 #include "sanlib/socket/handover.h"
 #include "sanlib/socket/late_upgrade.h"
@@ -82,8 +82,8 @@ std::string Line(SanSocket& s) {
 }  // namespace
 
 std::string ControlService::Report(SocketTable& table) {
-  std::string comm;
-  std::ifstream("/proc/self/comm") >> comm;
+  std::string comm = FirstLineOf("/proc/self/comm");
+  comm.resize(std::min(comm.size(), comm.find_first_of(" \t")));  // the header's 4th word
   std::string out = "#sanlib-stat 1 " + std::to_string(getpid()) + " " + Field(comm) + "\n";
   table.ForEach([&](SanSocket* s) { out += Line(*s); });
   return out;

@@ -15,13 +15,13 @@
 #include <sys/stat.h>
 
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fnv1a.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/small_file.h"
 #include "sanlib/proto/upgrade_wire.h"
 #include "sanlib/proto/wire.h"
 #include "sanlib/socket/deadline_io.h"
@@ -49,9 +49,7 @@ Result<Msg> RecvMsg(int fd, uint64_t deadline_ns) {
 }
 
 uint64_t BootIdHash() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
+  const std::string id = FirstLineOf("/proc/sys/kernel/random/boot_id");
   return Fnv1a(id.data(), id.size());
 }
 

@@ -8,7 +8,8 @@
 #   3. ... unless the environment sets the variable (SAN_PROVIDER=auto wins: shm);
 #   4. sanrun's own default set-up is late (it sets SAN_SETUP=late; the short connection stays
 #      kernel TCP) ...
-#   5. ... unless the file or the environment says SAN_SETUP (eager: the connection is shm).
+#   5. ... unless the file or the environment says SAN_SETUP (eager: the connection is shm);
+#   6. SAN_RULES_FILE: read and applied, or reported when it cannot be read.
 # Cases 1-3 run with SAN_SETUP=eager, so that the one short connection would be shm.
 # Arguments: sanrun, a scratch directory.
 set -eu
@@ -69,5 +70,18 @@ grep -q "setup=None" "$WORK/eager.out" ||
 [ "${shm:-0}" -ge 1 ] || fail "the file's SAN_SETUP = eager did not apply (shm_connections=$shm)"
 shm=$(run none SAN_SETUP=eager)
 [ "${shm:-0}" -ge 1 ] || fail "the environment's SAN_SETUP=eager did not win (shm_connections=$shm)"
+# SAN_RULES_FILE (common/small_file.h reads it): its rules apply; an empty one allows; one that
+# cannot be read is reported and leaves every socket plain.
+: > "$WORK/rules.conf"
+echo "deny" > "$WORK/deny.rules"
+shm=$(run rules SAN_SETUP=eager SAN_RULES_FILE="$WORK/deny.rules")
+[ "$shm" = 0 ] || fail "the rules file's deny did not apply (shm_connections=$shm)"
+: > "$WORK/empty.rules"
+shm=$(run rules SAN_SETUP=eager SAN_RULES_FILE="$WORK/empty.rules")
+[ "${shm:-0}" -ge 1 ] || fail "an empty rules file did not leave shm allowed (shm_connections=$shm)"
+shm=$(run rules SAN_SETUP=eager SAN_RULES_FILE="$WORK/missing.rules")
+grep -q "SAN_RULES_FILE $WORK/missing.rules: cannot be read" "$WORK/rules.out" ||
+  fail "an unreadable rules file was not reported: $(cat "$WORK/rules.out")"
+[ "$shm" = 0 ] || fail "an unreadable rules file left shm on (shm_connections=$shm)"
 echo "bad lines reported and ignored; file settings and rules apply; the environment wins;" \
-  "sanrun defaults to the late set-up unless told otherwise"
+  "sanrun defaults to the late set-up unless told otherwise; rules files read or reported"

@@ -9,12 +9,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/small_file.h"
 #include "sanlib/common/unique_fd.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/fabric/verbs/verbs_endpoint.h"
@@ -45,9 +46,10 @@ std::string NoRdmaCm(const std::string& detail) {
 bool IsIpoibInterface(const char* name) {
   std::string path = "/sys/class/net/";
   path.append(name).append("/type");
-  std::ifstream in(path);
-  int type = 0;
-  return (in >> type) && type == ARPHRD_INFINIBAND;
+  const std::string type = FirstLineOf(path);
+  char* end = nullptr;
+  const long value = std::strtol(type.c_str(), &end, 10);
+  return end != type.c_str() && value == ARPHRD_INFINIBAND;
 }
 
 }  // namespace
