@@ -31,7 +31,9 @@ Result<std::unique_ptr<ShmListener>> ShmListener::Create(const std::string& key,
   // High, not PlaceLow: with a listener's epoll from 1,024 up (its number reused exactly by the
   // next listener's, a late move's private one) a moved connection stalled now and then in the
   // start-up pattern suite (AcceptInFourThreads, ExecSelfKeepingListener: 5-6 of 40 runs, none
-  // with every fd of ours high or every one from 1,024); not understood yet.
+  // with every fd of ours high or every one from 1,024); not understood. A later day the same
+  // build and today's code with the epoll low passed 0 of 200 such runs (alone, two at once, beside
+  // a CPU hog): it depended on something of that day's machine, so it stays high until explained.
   UniqueFd epoll(PlaceHigh(kernel::epoll_create1(EPOLL_CLOEXEC)));
   if (!epoll.valid()) return Status::FromErrno("epoll_create1");
   epoll_event ev{};
