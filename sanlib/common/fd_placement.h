@@ -45,6 +45,13 @@ void ForgetPlacedLow(int fd);
 int HighFdBase();
 // HighFdBase's rule for a given soft RLIMIT_NOFILE (HighFdBase reads the limit once).
 int HighFdBaseFor(rlim_t soft_limit);
+// Grows the process's fd table to the high region now, if the process has one thread: the kernel
+// grows a table that several threads share only after an RCU grace period (expand_fdtable), which
+// took 12-16 ms on the development VM, against about 25 us alone. Called before sanlib starts a
+// thread of its own; otherwise the first fd placed high (a connection's segment, at its set-up or
+// its move to shm) would wait for it. A process with threads of its own pays it where it first
+// places one. The table keeps its size; fork copies only up to the highest open fd.
+void GrowFdTableWhileAlone();
 // A close-on-exec duplicate of fd, made in the high range directly (no low copy to move), or at
 // the lowest free number when there is no room up there; -1 with errno if none can be made.
 int DupHigh(int fd);

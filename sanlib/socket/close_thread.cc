@@ -11,6 +11,7 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/config.h"
+#include "sanlib/common/fd_placement.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/socket/socket_ops.h"
@@ -31,6 +32,7 @@ CloseThread::~CloseThread() {
 void CloseThread::EnsureThreadLocked() {
   if (running_) return;
   timer_us_ = std::max<uint32_t>(Config::Get().combine_timer_us, 10);
+  GrowFdTableWhileAlone();  // before the table is shared (fd_placement.h)
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);

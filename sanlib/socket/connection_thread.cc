@@ -42,6 +42,7 @@ Status ConnectionThread::StartThreadLocked() {
     control_.reset(PlaceLow(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)));
     if (!control_.valid()) return Status::FromErrno("eventfd");
   }
+  GrowFdTableWhileAlone();  // before the table is shared (fd_placement.h)
   // The thread must not take signals meant for the application.
   sigset_t all, old;
   sigfillset(&all);

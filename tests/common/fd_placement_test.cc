@@ -2,13 +2,18 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
+#include "sanlib/common/small_file.h"
 #include "sanlib/common/unique_fd.h"
 
 namespace san {
@@ -119,6 +124,50 @@ TEST(FdPlacement, AnFdOfOursClosedBySanlibIsForgottenAtOnce) {
   const std::vector<int> listed = PlacedLowIn(number, number);
   EXPECT_TRUE(listed.empty());
   close(theirs);
+}
+
+// FDSize in /proc/self/status: how many fds the process's table holds now.
+long FdTableSize() {
+  std::string status;
+  if (!ReadSmallFile("/proc/self/status", &status)) return -1;
+  const size_t at = status.find("FDSize:");
+  return at == std::string::npos ? -1 : std::strtol(status.c_str() + at + 7, nullptr, 10);
+}
+
+void* Idle(void*) {
+  for (;;) pause();
+  return nullptr;
+}
+
+// In a fresh child (one thread, its table as small as its open fds): grown to the high region
+// alone; left as it is once another thread shares it (growing it then waits for an RCU grace
+// period, which the call must not impose on a program that may never place an fd high).
+TEST(FdPlacement, GrowFdTableWhileAloneGrowsOnlyASingleThreadedProcess) {
+  const int base = HighFdBase();
+  if (base < 1024 + 64) GTEST_SKIP() << "RLIMIT_NOFILE leaves no high region";
+  for (const bool with_thread : {false, true}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      if (with_thread) {
+        pthread_t t;
+        if (pthread_create(&t, nullptr, &Idle, nullptr) != 0) _exit(10);
+      }
+      const long before = FdTableSize();
+      if (before <= 0) _exit(11);
+      if (before > base) _exit(12);  // grown already: nothing to tell
+      GrowFdTableWhileAlone();
+      const long after = FdTableSize();
+      if (with_thread) _exit(after == before ? 0 : 13);
+      _exit(after > base ? 0 : 14);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << (with_thread ? "with a second thread" : "alone")
+                                      << " (11: no FDSize, 12: grown already, 13: grown with a "
+                                         "thread, 14: not grown alone)";
+  }
 }
 
 }  // namespace
