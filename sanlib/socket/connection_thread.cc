@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "sanlib/common/clock.h"
@@ -535,8 +536,7 @@ void ConnectionThread::Run() {
     size_t first_watch = 0;
     size_t watched = 0;
     bool owner_gone = false;
-    bool late_pending = false;
-    uint64_t late_due_ns = 0;  // the first late move's due time
+    std::optional<uint64_t> late_due_ns;  // the first late move's due time
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
@@ -556,8 +556,7 @@ void ConnectionThread::Run() {
         owner_gone |= !w.pidfd.valid();
       }
       watched = watches_.size();
-      late_pending = !late_.empty();
-      if (late_pending) late_due_ns = late_.front().due_ns;
+      if (!late_.empty()) late_due_ns = late_.front().due_ns;
     }
     // Handshakes in progress: their doorbells carry the client's last set-up message (verbs: the
     // rdma_cm channel). The 1 s bound below also lets FinishAccept enforce the set-up limit.
@@ -574,13 +573,13 @@ void ConnectionThread::Run() {
     // A kept claim (ControlService) is asked again every millisecond: its channel is named by a
     // WAKEUP that wakes nobody here.
     int timeout_ms = owner_gone ? 0 : service_.has_parked() ? 1 : 1000;
-    if (late_pending && timeout_ms > 0) {
+    if (late_due_ns && timeout_ms > 0) {
       const uint64_t now = NowNs();
+      const uint64_t due = *late_due_ns;
       timeout_ms =
-          std::min(timeout_ms, late_due_ns <= now
-                                   ? 0
-                                   : static_cast<int>(std::clamp<uint64_t>(
-                                         (late_due_ns - now) / 1000000 + 1, kLateBatchMs, 1000)));
+          std::min(timeout_ms, due <= now ? 0
+                                          : static_cast<int>(std::clamp<uint64_t>(
+                                                (due - now) / 1000000 + 1, kLateBatchMs, 1000)));
     }
     stepping.unlock();  // a fork may happen while we sleep, not in the middle of a step
     int n = kernel::poll(fds.data(), fds.size(), timeout_ms);  // our own fds only
