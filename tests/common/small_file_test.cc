@@ -6,33 +6,23 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
+
+#include "support/temp_file.h"
 
 namespace san {
 namespace {
 
-// A scratch file with `text`, removed with the object.
-class ScratchFile {
- public:
-  explicit ScratchFile(const std::string& text) {
-    char path[] = "/tmp/san_small_file_XXXXXX";
-    const int fd = mkstemp(path);
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    close(fd);
-    path_ = path;
-  }
-  ~ScratchFile() { unlink(path_.c_str()); }
-  const std::string& path() const { return path_; }
+using testing_support::TempFile;
 
- private:
-  std::string path_;
-};
+// A scratch file holding `text` (tests/support/temp_file.h).
+std::vector<char> Bytes(const std::string& text) { return {text.begin(), text.end()}; }
 
 TEST(SmallFile, ReadsTheWholeFileAcrossSeveralReads) {
   std::string text;
   for (int i = 0; i < 3000; ++i) text += std::to_string(i) + (i % 10 == 9 ? "\n" : " ");
   ASSERT_GT(text.size(), 4096u * 2);  // more than one read's buffer
-  ScratchFile file(text);
+  TempFile file(Bytes(text));
   std::string got = "stale";
   ASSERT_TRUE(ReadSmallFile(file.path(), &got));
   EXPECT_EQ(got, text);
@@ -47,7 +37,7 @@ TEST(SmallFile, AMissingFileIsFalseWithENOENT) {
 }
 
 TEST(SmallFile, AFileBeyondTheBoundIsFalseWithEFBIG) {
-  ScratchFile file(std::string(100, 'x'));
+  TempFile file(Bytes(std::string(100, 'x')));
   std::string got;
   errno = 0;
   EXPECT_FALSE(ReadSmallFile(file.path(), &got, 99));
@@ -67,7 +57,7 @@ TEST(SmallFile, FirstLineOfProcfsAndOfAFileWithoutNewline) {
   const std::string comm = FirstLineOf("/proc/self/comm");
   EXPECT_FALSE(comm.empty());
   EXPECT_EQ(comm.find('\n'), std::string::npos);
-  ScratchFile file("no newline");
+  TempFile file(Bytes("no newline"));
   EXPECT_EQ(FirstLineOf(file.path()), "no newline");
   EXPECT_EQ(FirstLineOf("/nonexistent/san_small_file"), "");
 }
