@@ -27,6 +27,13 @@ std::atomic<pid_t>* WipedInChildren() {
 
 }  // namespace
 
+pid_t RefreshThisPid() {
+  std::atomic<pid_t>* slot = WipedInChildren();
+  const pid_t pid = getpid();
+  if (slot) slot->store(pid, std::memory_order_relaxed);
+  return pid;
+}
+
 pid_t ThisPid() {
   std::atomic<pid_t>* slot = WipedInChildren();
   if (!slot) return getpid();

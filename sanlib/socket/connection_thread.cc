@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/single_threaded.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ Status ConnectionThread::StartThreadLocked() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) return Status(rc, "pthread_create");
   running_ = true;
+  NoteUnservedLocked();  // what was queued is the thread's now
   // Until the thread holds step_mu_, QuiesceForFork cannot tell that it is still starting up
   // (allocating): wait for it, bounded (a new thread runs within microseconds).
   for (int i = 0; i < 100000 && !stepping_ready_.load(std::memory_order_acquire); ++i) {
@@ -63,6 +65,36 @@ Status ConnectionThread::StartThreadLocked() {
 Status ConnectionThread::EnsureRunning() {
   std::lock_guard<std::mutex> lock(mu_);
   return StartThreadLocked();
+}
+
+bool ConnectionThread::StartsWithFirstSocket(bool late_setup) {
+  // Under the eager set-up the thread serves every listener's rendezvous from listen() on. A
+  // program that runs threads of its own loses nothing to ours (its forks take glibc's
+  // multithreaded path anyway), and ours started early grows the fd table while it is still
+  // cheap (fd_placement.h GrowFdTableWhileAlone).
+  return !late_setup || !__libc_single_threaded;
+}
+
+void ConnectionThread::StartIfLateDue() {
+  const uint64_t due = unserved_due_ns_.load(std::memory_order_relaxed);
+  if (due == kNoneDue || due > NowNs()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_ || stopping_) return;
+  if (Status st = StartThreadLocked(); !st.ok()) {
+    SAN_LOG_WARN("connection thread: %s", st.ToString().c_str());
+  }
+}
+
+void ConnectionThread::ForgetLate(int fd, uint64_t socket_id) {
+  if (unserved_due_ns_.load(std::memory_order_relaxed) == kNoneDue) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_) return;  // the thread drops it when due
+  // Mostly the last one queued (a short connection closed before the next came).
+  for (auto it = late_.end(); it != late_.begin();) {
+    --it;
+    if (it->fd == fd && it->socket_id == socket_id) it = late_.erase(it);
+  }
+  NoteUnservedLocked();
 }
 
 Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr,
@@ -333,8 +365,15 @@ void ConnectionThread::Schedule(const LateDue& d, bool start) {
   bool first;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (start ? (stopping_ || !StartThreadLocked().ok()) : !running_) return;
+    if (stopping_ || (start && !StartThreadLocked().ok())) return;
     first = InsertLateLocked(d);
+    if (!running_) {
+      // Kept for a thread started when one is due while the process waits (StartIfLateDue),
+      // or now if the process holds many.
+      if (late_.size() > kMaxUnservedLate && !StartThreadLocked().ok()) late_.clear();
+      NoteUnservedLocked();
+      if (!running_) return;
+    }
   }
   // Asleep for longer than this one's delay only if it is the first due.
   if (first) eventfd_write(control_.get(), 1);
@@ -457,9 +496,18 @@ void ConnectionThread::AfterForkChild() {
   new (&settled_) std::condition_variable();
   pending_.clear();
   late_.clear();
+  unserved_due_ns_.store(kNoneDue, std::memory_order_relaxed);
   watches_.clear();  // the parent's owners; the child's own are added after this
   given_up_.clear();
   mu_.unlock();
+}
+
+void ConnectionThread::AfterForkChildAlone() {
+  // The parent's candidates are the parent's to schedule (late_fork.h): not a write otherwise.
+  if (!late_.empty()) {
+    late_.clear();
+    unserved_due_ns_.store(kNoneDue, std::memory_order_relaxed);
+  }
 }
 
 void ConnectionThread::DropBrokenLocked() {

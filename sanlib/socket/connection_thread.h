@@ -22,9 +22,15 @@
 // from other processes that accepted a connection whose channel is filed here (handover.h).
 //
 // Thread-safety: all public methods are thread-safe. The thread starts with the process's first SAN
-// socket (EnsureRunning). In a fork child it does not exist until the child makes a SAN socket of
-// its own, or forks while it holds a listener whose rendezvous another process serves
-// (WatchOwner); listeners inherited from the parent stay served by the parent's thread.
+// socket (EnsureRunning), except in a single-threaded process under the late set-up, which has
+// nothing for it to do until a connection lives long enough to move: there it starts when a late
+// candidate is due while the process waits (StartIfLateDue), or when a move needs it (a private
+// rendezvous, a drive). A process that only listens, or whose connections are all short (an
+// accept-then-fork server's parent), stays single-threaded, and its forks cost what they cost
+// without sanlib (docs/sockets.md "The connection thread, started when needed"). In a fork child
+// the thread does not exist until the child needs one as above, or forks while it holds a
+// listener whose rendezvous another process serves (WatchOwner); listeners inherited from the
+// parent stay served by the parent's thread.
 #pragma once
 
 #include <pthread.h>
@@ -55,6 +61,14 @@ class ConnectionThread {
   ~ConnectionThread();
   // Starts the thread (and the stat service) if this process has none yet.
   Status EnsureRunning();
+  // Whether the process's first SAN socket starts the thread: not in a single-threaded process
+  // under the late set-up (StartIfLateDue starts it there).
+  static bool StartsWithFirstSocket(bool late_setup);
+  // Starts the thread if a late candidate queued while none ran (ScheduleLate) is due: called by
+  // the calls that wait on candidates, between their naps. One relaxed load when nothing waits.
+  void StartIfLateDue();
+  // A late candidate closed: its queued due time goes, if no thread runs to drop it when due.
+  void ForgetLate(int fd, uint64_t socket_id);
   // Serves `listener` for the listening socket `listen_fd`, whose bound address is `addr`. A
   // socket may be served by several listeners (one per provider: shm and verbs); RemoveListener
   // ends them all.
@@ -110,8 +124,12 @@ class ConnectionThread {
   // socket in this thread's poll set, and thousands of connections due at once -- a pool of idle
   // ones -- made every loop scan them all.
   static constexpr size_t kMaxLateListeners = 64;
+  // The most late candidates queued while no thread runs: a process holding this many connections
+  // at once is a server or a pool, and worth a thread (each close also looks through the queue).
+  static constexpr size_t kMaxUnservedLate = 64;
   // A late upgrade candidate (late_upgrade.h): at `due_ns` this thread opens its side if it is
-  // the lower end, so that the move does not wait for the application's next call there.
+  // the lower end, so that the move does not wait for the application's next call there. Queued
+  // also while no thread runs (StartIfLateDue); more than kMaxUnservedLate queued then starts it.
   void ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns);
   // A late candidate whose channel is under way (the lower end's peer came, or the upper end's
   // request went out): if the application has not switched it kDriveAfterNs from now, this
@@ -132,6 +150,9 @@ class ConnectionThread {
   void BeforeFork() { mu_.lock(); }
   void AfterForkParent();
   void AfterForkChild();
+  // The child of a process that never ran a second thread (Runtime::fork_alone_): no lock was
+  // taken and no thread of ours existed; only late due times queued for a thread may be there.
+  void AfterForkChildAlone();
   // A child no fork handler ran in (Runtime::AdoptMissedFork): mu_ as BeforeFork leaves it.
   void LockAfterMissedFork() {
     new (&mu_) std::mutex();
@@ -243,8 +264,15 @@ class ConnectionThread {
   // Inserts in due order; true if it is the first due now.
   bool InsertLateLocked(const LateDue& d);
   // Queues `d` and wakes the thread if it is the first due; `start`: starts the thread if it is
-  // not running (else nothing is queued then).
+  // not running (else `d` waits for a thread: StartIfLateDue).
   void Schedule(const LateDue& d, bool start);
+  // The first due time in late_ while no thread runs to serve it, else kNoneDue (mu_ to write).
+  static constexpr uint64_t kNoneDue = ~uint64_t{0};
+  std::atomic<uint64_t> unserved_due_ns_{kNoneDue};
+  void NoteUnservedLocked() {
+    unserved_due_ns_.store(running_ || late_.empty() ? kNoneDue : late_.front().due_ns,
+                           std::memory_order_relaxed);
+  }
   // A drive of a late candidate's switch (DriveLateSide), from kDriveAfterNs on.
   static LateDue DriveDue(int fd, uint64_t socket_id);
   // When, how often and how many times a switch is driven once the peer came (DriveLateSide).

@@ -278,6 +278,7 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
     // fire again (the peer's wake byte read, or its edge reported already): sleep in naps then,
     // and look at the set again after each (RefreshLocked makes a moved member a SAN one).
     const bool may_move = HasMembersThatMayMove(epfd);
+    if (may_move) Runtime::Get().connections().StartIfLateDue();
     const int nap = may_move && (left < 0 || left > kLateNapMs) ? kLateNapMs : left;
     const int n = kernel_waits.pwait(epfd, events, max_events, nap, sigmask);
     kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);

@@ -17,17 +17,19 @@ constexpr size_t kMaxKept = 256;
 // How often a forked candidate looks whether the other process let go of it.
 constexpr uint64_t kHoldRecheckNs = 20 * 1000 * 1000;
 
-// The candidates whose step locks the prepare handler holds (fork handlers run in the forking
-// thread alone, one fork at a time: the table's locks are held from prepare to the end).
+// The candidates the prepare handler kept (fork handlers run in the forking thread alone, one
+// fork at a time: the table's locks are held from prepare to the end, or no other thread
+// exists). Emptied before a fork, not after it: a write after it would copy the page.
 SanSocket* kept[kMaxKept];
 size_t kept_count = 0;
 
-void Keep(SanSocket* s) {
+void Keep(SanSocket* s, bool alone) {
   LateUpgrade& u = *s->late;
-  if (kept_count == kMaxKept || !u.mu.try_lock()) return;  // a step under way: the child gives up
+  if (kept_count == kMaxKept) return;
+  if (!alone && !u.mu.try_lock()) return;  // a step under way: the child gives up
   if (u.phase.load() != LatePhase::kWaiting ||
       (!s->holders_write.valid() && !MakeHoldersPipe(*s, true))) {
-    u.mu.unlock();
+    if (!alone) u.mu.unlock();
     return;
   }
   u.forked.store(true);
@@ -44,12 +46,14 @@ bool IsKept(const SanSocket* s) {
 
 }  // namespace
 
-void KeepAcrossFork(SanSocket* s) {
-  if (LatePending(*s)) Keep(s);
+void BeginLateFork() { kept_count = 0; }
+
+void KeepAcrossFork(SanSocket* s, bool alone) {
+  if (LatePending(*s)) Keep(s, alone);
 }
 
-void AfterLateFork(bool child) {
-  if (child) {
+void AfterLateFork(bool child, bool alone) {
+  if (child && !alone) {
     // Our copies of the kept ones are whole (their step locks were held across the fork), save
     // the locks of the parent's other threads: a reader asleep in the kernel holds in_mu, a
     // kernel call counts in io. Their bytes read by the parent are the parent's to count; a
@@ -59,6 +63,8 @@ void AfterLateFork(bool child) {
       new (&u.in_mu) std::mutex();
       u.io.store(0);
     }
+  }
+  if (child) {
     Runtime::Get().table().ForEach([](SanSocket* s) {
       if (!LatePending(*s) || IsKept(s)) return;
       // Only marked: what the set-up made (a stream, a listener) is the parent's to use or end;
@@ -70,8 +76,9 @@ void AfterLateFork(bool child) {
       u.token = 0;
     });
   }
-  for (size_t i = 0; i < kept_count; ++i) kept[i]->late->mu.unlock();
-  kept_count = 0;
+  if (!alone) {
+    for (size_t i = 0; i < kept_count; ++i) kept[i]->late->mu.unlock();
+  }
 }
 
 bool SoleHolder(SanSocket& s, uint64_t now_ns) {

@@ -14,9 +14,13 @@
 // most every kHoldRecheck) and goes on only once no other process holds the connection. The
 // child gives up every other candidate (a set-up under way belongs to the parent).
 //
+// A process that never ran a second thread (`alone`: no step can be under way in another thread)
+// takes no step lock across the fork, so that neither process writes the lock's page after it
+// (a copy-on-write fault each); the pipes are made all the same.
+//
 // Thread-safety: KeepAcrossFork and AfterLateFork run in the fork handlers (runtime.cc), the
-// former under the socket table's exclusive lifetime lock (no socket closes meanwhile);
-// SoleHolder under the candidate's step lock.
+// former under the socket table's exclusive lifetime lock (no socket closes meanwhile) unless
+// alone; SoleHolder under the candidate's step lock.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +29,13 @@
 
 namespace san {
 
-// The prepare handler's visit of each socket: a candidate still waiting is kept (its step lock
-// held until AfterLateFork).
-void KeepAcrossFork(SanSocket* s);
+// The prepare handler's first step (forgets the last fork's candidates), then its visit of each
+// socket: a candidate still waiting is kept (its step lock
+// held until AfterLateFork, unless alone).
+void BeginLateFork();
+void KeepAcrossFork(SanSocket* s, bool alone);
 // The parent's and the child's handler (the child's after the socket table is usable again).
-void AfterLateFork(bool child);
+void AfterLateFork(bool child, bool alone);
 
 // Whether a candidate that came through a fork may take its next step: true once no other
 // process holds it (then it is an ordinary candidate again). mu held.

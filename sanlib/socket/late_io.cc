@@ -167,7 +167,6 @@ bool TcpPartRead(const LateUpgrade& u, const std::optional<uint64_t>& end) {
   return end && u.consumed >= *end && (!u.lower || u.peer_wake_taken);
 }
 
-
 // Counts a kernel data call in; false if the socket switched (the call goes to the stream).
 bool EnterKernel(SanSocket& s) {
   LateUpgrade& u = *s.late;
@@ -190,7 +189,6 @@ ssize_t Switched() {
   errno = kLateSwitched;
   return -1;
 }
-
 
 // A kernel send of a candidate, counted in `io` so no switch straddles it.
 template <typename Call>
@@ -388,6 +386,7 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
       const int left = static_cast<int>((deadline.deadline_ns - now + 999999) / 1000000);
       nap = nap < 0 ? left : std::min(nap, left);
     }
+    Runtime::Get().connections().StartIfLateDue();  // a wait that outlives a candidate's delay
     pollfd p{s.fd, POLLIN, 0};
     if (kernel::poll(&p, 1, nap) < 0 && errno == EINTR) {
       if (total > 0) return static_cast<ssize_t>(total);

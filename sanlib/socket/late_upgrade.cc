@@ -436,6 +436,7 @@ void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {
 
 void CloseLateUpgrade(SanSocket& s) {
   LateUpgrade& u = *s.late;
+  Runtime::Get().connections().ForgetLate(s.fd, s.id);
   {
     std::lock_guard<std::mutex> lock(u.mu);
     if (u.phase.load() == LatePhase::kWaiting) {
@@ -482,6 +483,9 @@ bool FinishLateUpgrade(SanSocket& s) {
 }
 
 bool LateStep(SanSocket& s) {
+  // Another candidate of ours may be due meanwhile, idle (this process's data calls are on other
+  // connections): a thread to open its side, if none runs yet (connection_thread.h).
+  Runtime::Get().connections().StartIfLateDue();
   LateUpgrade& u = *s.late;
   const LatePhase phase = u.phase.load();
   if (phase == LatePhase::kSwitched || phase == LatePhase::kFailed) {

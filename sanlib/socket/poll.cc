@@ -144,6 +144,7 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
     if (!may_move) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
     const WaitBudget naps(timeout_ms);
     for (;;) {
+      Runtime::Get().connections().StartIfLateDue();
       const int left = naps.remaining_ms();
       const int nap = left < 0 || left > kLateNapMs ? kLateNapMs : left;
       const int rc = kernel::ppoll(fds, nfds, nap, sigmask);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -56,14 +57,21 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
         CheckMissedFork();         // a raw clone's child that forks: its locks are the parent's
         WatchForeignRendezvous();  // before the locks: it may open a rendezvous
         Runtime& rt = Get();
+        BeginLateFork();
+        fork_alone_ = __libc_single_threaded;
+        if (fork_alone_) {
+          rt.table_.ForEach([](SanSocket* s) { KeepAcrossFork(s, true); });
+          return;
+        }
         rt.connections_.QuiesceForFork();  // first: a step of its thread may take the others
-        rt.table_.BeforeFork(&KeepAcrossFork);
+        rt.table_.BeforeFork([](SanSocket* s) { KeepAcrossFork(s, false); });
         rt.connections_.BeforeFork();
         rt.closer_.BeforeFork();
       },
       [] {
         Runtime& rt = Get();
-        AfterLateFork(false);
+        AfterLateFork(false, fork_alone_);
+        if (fork_alone_) return;
         rt.closer_.AfterForkParent();
         rt.connections_.AfterForkParent();
         rt.table_.AfterForkParent();
@@ -74,13 +82,17 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
 
 void Runtime::AfterForkChild() {
   Runtime& rt = Get();
-  rt.pid_.store(ThisPid());
+  rt.pid_.store(RefreshThisPid());
   rt.usage_.Reset();  // this process's own from now on (usage())
-  rt.closer_.AfterForkChild();
-  rt.connections_.AfterForkChild();
-  rt.table_.AfterForkChild();
+  if (fork_alone_) {
+    rt.connections_.AfterForkChildAlone();  // no thread of ours ever ran, no lock was taken
+  } else {
+    rt.closer_.AfterForkChild();
+    rt.connections_.AfterForkChild();
+    rt.table_.AfterForkChild();
+  }
   NoteForkChild();
-  AfterLateFork(true);
+  AfterLateFork(true, fork_alone_);
 }
 
 void Runtime::AtQuickExit() {
@@ -95,6 +107,7 @@ void Runtime::CheckMissedFork() {
 }
 
 void Runtime::AdoptMissedFork() {
+  fork_alone_ = false;  // the locks are taken below, as the handlers would have
   table_.LockAfterMissedFork();
   connections_.LockAfterMissedFork();
   closer_.LockAfterMissedFork();

@@ -169,6 +169,21 @@ bool MakeHoldersPipe(SanSocket& s, bool low) {
   return true;
 }
 
+namespace {
+
+void KeepReasonShowable(SanSocket& s) {
+  // A process that put its connection thread off (ConnectionThread::StartsWithFirstSocket) starts
+  // it for the first connection that stays kernel TCP for good: sanstat asks the thread for the
+  // reason. A late candidate is not such a connection (it may still move; its thread starts when
+  // it is due while the process waits).
+  if (s.mode.load(std::memory_order_acquire) != SocketMode::kTcp || s.late) return;
+  if (Status st = Runtime::Get().connections().EnsureRunning(); !st.ok()) {
+    SAN_LOG_WARN("connection thread: %s", st.ToString().c_str());
+  }
+}
+
+}  // namespace
+
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason) {
   if (stream) {
     if (s.nodelay_requested) stream->SetNoDelay(true);
@@ -194,9 +209,12 @@ void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string rea
 
 SanSocket* Track(int fd, bool nonblocking) {
   Runtime& rt = Runtime::Get();
-  // The connection thread answers sanstat for every SAN socket, listening or not.
-  if (Status st = rt.connections().EnsureRunning(); !st.ok()) {
-    SAN_LOG_WARN("connection thread: %s", st.ToString().c_str());
+  // The connection thread answers sanstat for every SAN socket, listening or not; a
+  // single-threaded process under the late set-up starts it only once it needs it.
+  if (ConnectionThread::StartsWithFirstSocket(rt.config().late_setup)) {
+    if (Status st = rt.connections().EnsureRunning(); !st.ok()) {
+      SAN_LOG_WARN("connection thread: %s", st.ToString().c_str());
+    }
   }
   if (rt.table().Find(fd)) ReleaseGhost(fd);  // the kernel just gave this number out
   auto* s = new SanSocket(fd);
@@ -332,6 +350,7 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   }
   Settle(*s, std::move(stream), std::move(reason));
   if (late) ConsiderLateUpgrade(*s, false, peer, late);
+  KeepReasonShowable(*s);
   return nfd;
 }
 
@@ -396,6 +415,7 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
   if (tcp) {
     const sockaddr_storage peer = proto::CanonicalAddress(addr, len);
     ConsiderLateUpgrade(*s, true, peer, LateProviderFor(peer));
+    KeepReasonShowable(*s);
   }
   if (wait_for_window && !s->nonblocking.load()) WaitForWindow(*s);
   if (rc != 0) errno = err;

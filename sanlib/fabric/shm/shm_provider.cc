@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/single_threaded.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -44,7 +45,18 @@ ShmProvider::ShmProvider() {
   // Providers live for the process (registry.h), so the handlers may refer to this one. Only the
   // first provider object registers (tests may make more; they do not fork around them).
   static ShmProvider* const self = this;
-  pthread_atfork([] { self->mu_.lock(); }, [] { self->mu_.unlock(); }, [] { self->mu_.unlock(); });
+  // A process that never ran a second thread takes no lock across fork (runtime.h fork_alone_).
+  pthread_atfork(
+      [] {
+        self->fork_locked_ = !__libc_single_threaded;
+        if (self->fork_locked_) self->mu_.lock();
+      },
+      [] {
+        if (self->fork_locked_) self->mu_.unlock();
+      },
+      [] {
+        if (self->fork_locked_) self->mu_.unlock();
+      });
 }
 
 bool ShmProvider::Reaches(const sockaddr* peer, socklen_t len) const {

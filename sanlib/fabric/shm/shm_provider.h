@@ -47,6 +47,7 @@ class ShmProvider final : public Provider {
 
   bool single_copy_ = false;
   mutable std::mutex mu_;
+  bool fork_locked_ = false;  // mu_ is held across the fork in progress (the fork handlers)
   mutable std::vector<std::string> local_keys_;  // AddressKey with port 0 of every local address
   mutable uint64_t local_keys_at_ns_ = 0;
 };

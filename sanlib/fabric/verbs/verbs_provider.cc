@@ -4,6 +4,7 @@
 #include <net/if_arp.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sys/single_threaded.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -108,11 +109,19 @@ VerbsProvider* VerbsProvider::Open(std::string* why_not) {
     return nullptr;
   }
   static VerbsProvider* const self = p;  // the registry makes at most one
-  pthread_atfork([] { self->mu_.lock(); }, [] { self->mu_.unlock(); },
-                 [] {
-                   self->mu_.unlock();
-                   fork_generation.fetch_add(1, std::memory_order_relaxed);
-                 });
+  // A process that never ran a second thread takes no lock across fork (runtime.h fork_alone_).
+  pthread_atfork(
+      [] {
+        self->fork_locked_ = !__libc_single_threaded;
+        if (self->fork_locked_) self->mu_.lock();
+      },
+      [] {
+        if (self->fork_locked_) self->mu_.unlock();
+      },
+      [] {
+        if (self->fork_locked_) self->mu_.unlock();
+        fork_generation.fetch_add(1, std::memory_order_relaxed);
+      });
   return p;
 }
 

@@ -69,6 +69,7 @@ class VerbsProvider final : public Provider {
   ibv_context** contexts_ = nullptr;  // rdma_get_devices (kept for the process's life)
   std::vector<Device> devices_;
   mutable std::mutex mu_;
+  bool fork_locked_ = false;  // mu_ is held across the fork in progress (the fork handlers)
   mutable std::vector<std::string> rdma_keys_;  // AddressKey (port 0) of addresses with a device
   mutable uint64_t rdma_keys_at_ns_ = 0;
 };
