@@ -3,11 +3,13 @@
 
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -43,9 +45,37 @@ struct ClientReport {
   char first_error[128] = {};
 };
 
+// Echoes a connection's one byte: "" if it did, else what failed. `*quit`: the byte was kQuit.
+std::string EchoOne(const Calls& calls, int fd, bool* quit) {
+  char byte = 0;
+  const ssize_t got = calls.recv(fd, &byte, 1, 0);
+  if (got == 1 && byte == kQuit) {
+    *quit = true;
+    return "";
+  }
+  if (got != 1) {
+    return got == 0 ? std::string("server recv: EOF before the byte") : Failure("server recv", errno);
+  }
+  if (calls.send(fd, &byte, 1, MSG_NOSIGNAL) != 1) return Failure("server send", errno);
+  return "";
+}
+
+// The accept-then-fork server's handler: echoes, closes, exits (status 0 if the echo went).
+[[noreturn]] void EchoInChild(const Calls& calls, int listener, int fd) {
+  calls.close(listener);
+  bool quit = false;
+  const bool ok = EchoOne(calls, fd, &quit).empty() && !quit;
+  calls.close(fd);
+  exit(ok ? 0 : 1);  // exit, not _exit: sanlib's exit handler posts a SAN channel's FIN
+}
+
 // The server: accept, echo one byte, close; until a connection brings kQuit. Without the echo:
-// accept, close; until a connection comes after `*stop` was set.
-int ServeEcho(const Calls& calls, bool echo, const std::atomic<int>* stop, int to_parent) {
+// accept, close; until a connection comes after `*stop` was set. `fork_server`: each connection's
+// echo is a child's (EchoInChild), reaped as they end; the connection that stops the server
+// (after `*stop` was set) is served in the server itself.
+int ServeEcho(const Calls& calls, const ChurnParams& params, const std::atomic<int>* stop,
+              int to_parent) {
+  const bool echo = params.echo;
   uint16_t port = 0;
   const int listener = OpenListener(calls, 1024, &port);
   if (listener < 0 || !WriteAll(to_parent, &port, sizeof port)) return 2;
@@ -54,6 +84,13 @@ int ServeEcho(const Calls& calls, bool echo, const std::atomic<int>* stop, int t
   auto fail = [&](const std::string& what) {
     ++report.errors;
     if (first.empty()) first = what;
+  };
+  // Waited for, not ignored: their CPU then counts in the server's (wait4 in the coordinator).
+  auto reap_handlers = [&](int options) {
+    int status = 0;
+    while (waitpid(-1, &status, options) > 0) {
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("an echo child failed");
+    }
   };
   for (;;) {
     const int fd = calls.accept(listener, nullptr, nullptr);
@@ -68,20 +105,20 @@ int ServeEcho(const Calls& calls, bool echo, const std::atomic<int>* stop, int t
       if (stop->load()) break;
       continue;
     }
-    char byte = 0;
-    const ssize_t got = calls.recv(fd, &byte, 1, 0);
-    if (got == 1 && byte == kQuit) {
+    if (params.fork_server && !stop->load()) {
+      const pid_t child = fork();
+      if (child == 0) EchoInChild(calls, listener, fd);
+      if (child < 0) fail(Failure("fork", errno));
       calls.close(fd);
-      break;
+      reap_handlers(WNOHANG);
+      continue;
     }
-    if (got != 1) {
-      fail(got == 0 ? std::string("server recv: EOF before the byte")
-                    : Failure("server recv", errno));
-    } else if (calls.send(fd, &byte, 1, MSG_NOSIGNAL) != 1) {
-      fail(Failure("server send", errno));
-    }
+    bool quit = false;
+    if (std::string why = EchoOne(calls, fd, &quit); !why.empty()) fail(why);
     calls.close(fd);
+    if (quit) break;
   }
+  reap_handlers(0);
   --report.accepted;  // the quit connection
   SetText(report.first_error, sizeof report.first_error, first);
   calls.close(listener);
@@ -183,7 +220,7 @@ ChurnResult RunChurn(const Calls& calls, const ChurnParams& params) {
     void* page;
     ~Unmap() { munmap(page, sizeof(std::atomic<int>)); }
   } unmap{page};
-  Child server = Spawn([&](int up, int) { return ServeEcho(calls, params.echo, stop, up); });
+  Child server = Spawn([&](int up, int) { return ServeEcho(calls, params, stop, up); });
   uint16_t port = 0;
   if (!ReadWithin(server.from_child, &port, sizeof port, 10000)) {
     result.failed = true;

@@ -18,6 +18,7 @@ struct ChurnParams {
   double seconds = 2.0;  // each client's loop runs this long
   int timeout_s = 30;    // beyond seconds: a run that has not finished by then is hung
   bool echo = true;      // false: no byte exchanged (connect, the server's close, close)
+  bool fork_server = false;  // the server forks a child per connection, which echoes and exits
 };
 
 struct ChurnResult {

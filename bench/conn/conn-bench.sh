@@ -3,7 +3,8 @@
 # is taken over SAN and over kernel TCP in the same run, interleaved (san, tcp, san, tcp, ...),
 # and reported as median [min..max] over the runs with the ratio SAN/TCP and the load average:
 #   churn   conn-bench churn: connect + 1-byte echo + close per second, 1 and 4 client processes;
-#           and connect + close alone (--exchange none), 1 client
+#           connect + close alone (--exchange none), 1 client; and against an accept-then-fork
+#           server (--server fork), 1 client
 #   hold    conn-bench hold: N concurrent connections: fds, memory, set-up time per connection
 #   nginx   wrk -H "Connection: close" -c 1 / -c 32 against nginx (daemon off, and daemon on),
 #           wrk keep-alive -c 1000 (daemon off); plain vs nginx and wrk both under sanrun
@@ -352,6 +353,14 @@ if wanted churn; then
   rc=$?
   cat "$OUT/logs/churn-bare.err" >&2
   [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn c=1 bare,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+  # The accept-then-fork server (a child per connection, which echoes and exits): what sanlib
+  # adds to each fork and to each child's short life.
+  timeout $((RUNS * 2 * (SECS + 40) + 30)) "$CONNBENCH" churn --server fork --runs "$RUNS" \
+    --clients 1 --seconds "$SECS" --csv "$SUMMARY" --runs-csv "$OUT/runs-conn.csv" \
+    > "$OUT/logs/churn-fork.txt" 2> "$OUT/logs/churn-fork.err"
+  rc=$?
+  cat "$OUT/logs/churn-fork.err" >&2
+  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn c=1 fork,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
 fi
 if wanted hold; then
   for n in ${CONNS//,/ }; do

@@ -35,10 +35,12 @@ void Header(const Options& o) {
 bool Churn(const Options& o, Summary* summary) {
   bool all_ok = true;
   for (int clients : o.clients) {
-    const std::string workload = "churn c=" + std::to_string(clients) + (o.echo ? "" : " bare");
+    const std::string workload = "churn c=" + std::to_string(clients) +
+                                 (o.fork_server ? " fork" : "") + (o.echo ? "" : " bare");
     ChurnParams params;
     params.clients = clients;
     params.echo = o.echo;
+    params.fork_server = o.fork_server;
     params.seconds = o.seconds;
     if (o.timeout_s > 0) params.timeout_s = o.timeout_s;
     for (int run = 0; run < o.runs; ++run) {

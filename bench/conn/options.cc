@@ -21,6 +21,9 @@ const char kUsage[] =
     "  --runs N             runs per transport (default 5); medians and ranges over them\n"
     "  --clients LIST       churn: client processes at once, one measurement each (default 1,4)\n"
     "  --seconds S          churn: each client's loop (default 2)\n"
+    "  --server accept|fork churn: the server echoes each connection itself (default), or\n"
+    "                       fork: it forks a child per connection that echoes and exits (the\n"
+    "                       accept-then-fork server: inetd nowait, PostgreSQL, socat fork)\n"
     "  --exchange echo|none churn: a 1-byte echo per connection (default), or none: connect,\n"
     "                       wait for the server's close, close (what the connection alone costs)\n"
     "  --connections N      hold: connections held at once (default 10000)\n"
@@ -91,6 +94,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
     } else if (name == "--exchange") {
       ok = strcmp(value, "echo") == 0 || strcmp(value, "none") == 0;
       o->echo = strcmp(value, "echo") == 0;
+    } else if (name == "--server") {
+      ok = strcmp(value, "accept") == 0 || strcmp(value, "fork") == 0;
+      o->fork_server = strcmp(value, "fork") == 0;
     } else if (name == "--connections") {
       ok = ToNumber(value, 1, 1e7, &number);
       o->connections = static_cast<long>(number);

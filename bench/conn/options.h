@@ -14,6 +14,7 @@ struct Options {
   std::vector<int> clients = {1, 4};  // churn: one measurement per entry
   double seconds = 2.0;               // churn: each client's loop
   bool echo = true;                   // churn: false: no byte (--exchange none)
+  bool fork_server = false;           // churn: a child per connection (--server fork)
   long connections = 10000;           // hold
   int timeout_s = 0;                  // 0: the workload's default
   std::string csv;                    // summary rows, appended
