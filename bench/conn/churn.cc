@@ -54,7 +54,8 @@ std::string EchoOne(const Calls& calls, int fd, bool* quit) {
     return "";
   }
   if (got != 1) {
-    return got == 0 ? std::string("server recv: EOF before the byte") : Failure("server recv", errno);
+    return got == 0 ? std::string("server recv: EOF before the byte")
+                    : Failure("server recv", errno);
   }
   if (calls.send(fd, &byte, 1, MSG_NOSIGNAL) != 1) return Failure("server send", errno);
   return "";

@@ -14,10 +14,10 @@
 namespace san::connbench {
 
 struct ChurnParams {
-  int clients = 1;       // client processes at once
-  double seconds = 2.0;  // each client's loop runs this long
-  int timeout_s = 30;    // beyond seconds: a run that has not finished by then is hung
-  bool echo = true;      // false: no byte exchanged (connect, the server's close, close)
+  int clients = 1;           // client processes at once
+  double seconds = 2.0;      // each client's loop runs this long
+  int timeout_s = 30;        // beyond seconds: a run that has not finished by then is hung
+  bool echo = true;          // false: no byte exchanged (connect, the server's close, close)
   bool fork_server = false;  // the server forks a child per connection, which echoes and exits
 };
 

@@ -51,8 +51,7 @@ int ModeOf(int fd) {
 bool EchoOnce(int from, int to, char byte) {
   char got = 0;
   return san_send(from, &byte, 1, MSG_NOSIGNAL) == 1 && san_recv(to, &got, 1, 0) == 1 &&
-         san_send(to, &got, 1, MSG_NOSIGNAL) == 1 && san_recv(from, &got, 1, 0) == 1 &&
-         got == byte;
+         san_send(to, &got, 1, MSG_NOSIGNAL) == 1 && san_recv(from, &got, 1, 0) == 1 && got == byte;
 }
 
 TEST(ThreadOnDemand, ListenerAndShortConnectionsLeaveTheProcessSingleThreaded) {
