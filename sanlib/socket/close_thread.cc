@@ -1,7 +1,6 @@
 #include "sanlib/socket/close_thread.h"
 
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -11,7 +10,7 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/config.h"
-#include "sanlib/common/fd_placement.h"
+#include "sanlib/common/own_thread.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/socket/socket_ops.h"
@@ -32,13 +31,7 @@ CloseThread::~CloseThread() {
 void CloseThread::EnsureThreadLocked() {
   if (running_) return;
   timer_us_ = std::max<uint32_t>(Config::Get().combine_timer_us, 10);
-  GrowFdTableWhileAlone();  // before the table is shared (fd_placement.h)
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&thread_, nullptr, &CloseThread::Main, this);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (rc != 0) {
+  if (const int rc = StartOwnThread(&thread_, &CloseThread::Main, this); rc != 0) {
     SAN_LOG_ERROR("close thread: pthread_create: %d", rc);
     return;
   }

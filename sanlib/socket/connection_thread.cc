@@ -3,7 +3,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/single_threaded.h>
 #include <sys/stat.h>
@@ -20,6 +19,7 @@
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/own_thread.h"
 #include "sanlib/common/peer_uid.h"
 #include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/late_upgrade.h"
@@ -44,14 +44,9 @@ Status ConnectionThread::StartThreadLocked() {
     control_.reset(PlaceLow(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)));
     if (!control_.valid()) return Status::FromErrno("eventfd");
   }
-  GrowFdTableWhileAlone();  // before the table is shared (fd_placement.h)
-  // The thread must not take signals meant for the application.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&thread_, nullptr, &ConnectionThread::Main, this);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (rc != 0) return Status(rc, "pthread_create");
+  if (const int rc = StartOwnThread(&thread_, &ConnectionThread::Main, this); rc != 0) {
+    return Status(rc, "pthread_create");
+  }
   running_ = true;
   NoteUnservedLocked();  // what was queued is the thread's now
   // Until the thread holds step_mu_, QuiesceForFork cannot tell that it is still starting up
