@@ -90,7 +90,9 @@ struct LateUpgrade {
   bool roles_known = false;
   bool lower = false;      // this end listens on the private rendezvous
   proto::FourTuple tuple;  // client = the upper end, server = the lower end
-  uint64_t next_ns;        // the next step's time
+  // The next step's time: written under mu, read without it by LateStep's first look (a data
+  // call that is not due takes no lock) while the connection thread may be taking a step.
+  std::atomic<uint64_t> next_ns;
   uint64_t give_up_ns = 0;
   uint32_t attempts = 0;
   int token = 0;  // the private listener at the connection thread
