@@ -337,30 +337,27 @@ echo "conn-bench.sh: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $RUNS
 echo "  sanrun: $SANRUN; conn-bench: $CONNBENCH (libsan: $(ldd "$CONNBENCH" | awk '/libsan/ { print $3 }'))" >&2
 [ "$QUICK" = 1 ] && echo "  --quick: 3 runs (not 5), 1 s measurements, hold $CONNS, redis -n $REQS" >&2
 
+# One conn-bench churn measurement: churn_step ROW LOG TIMEOUT_S conn-bench-options... (ROW names
+# the failures.csv row of a timed-out run; its output goes to logs/LOG.txt and LOG.err).
+churn_step() {
+  local row=$1 log=$2 limit=$3
+  shift 3
+  timeout "$limit" "$CONNBENCH" churn --runs "$RUNS" --seconds "$SECS" --csv "$SUMMARY" \
+    --runs-csv "$OUT/runs-conn.csv" "$@" > "$OUT/logs/$log.txt" 2> "$OUT/logs/$log.err"
+  local rc=$?
+  cat "$OUT/logs/$log.err" >&2
+  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "$row,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+}
+
 if wanted churn; then
   echo "== churn: connect + 1-byte echo + close (conn-bench churn)" >&2
-  timeout $((RUNS * 2 * 2 * (SECS + 40) + 30)) "$CONNBENCH" churn --runs "$RUNS" --clients 1,4 \
-    --seconds "$SECS" --csv "$SUMMARY" --runs-csv "$OUT/runs-conn.csv" > "$OUT/logs/churn.txt" \
-    2> "$OUT/logs/churn.err"
-  rc=$?
-  cat "$OUT/logs/churn.err" >&2
-  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+  churn_step churn churn $((RUNS * 2 * 2 * (SECS + 40) + 30)) --clients 1,4
   # The connection alone (no byte exchanged): what a set-up that keeps the kernel connection can
   # at best save is the difference between this and churn c=1.
-  timeout $((RUNS * 2 * (SECS + 40) + 30)) "$CONNBENCH" churn --exchange none --runs "$RUNS" \
-    --clients 1 --seconds "$SECS" --csv "$SUMMARY" --runs-csv "$OUT/runs-conn.csv" \
-    > "$OUT/logs/churn-bare.txt" 2> "$OUT/logs/churn-bare.err"
-  rc=$?
-  cat "$OUT/logs/churn-bare.err" >&2
-  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn c=1 bare,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+  churn_step "churn c=1 bare" churn-bare $((RUNS * 2 * (SECS + 40) + 30)) --exchange none --clients 1
   # The accept-then-fork server (a child per connection, which echoes and exits): what sanlib
   # adds to each fork and to each child's short life.
-  timeout $((RUNS * 2 * (SECS + 40) + 30)) "$CONNBENCH" churn --server fork --runs "$RUNS" \
-    --clients 1 --seconds "$SECS" --csv "$SUMMARY" --runs-csv "$OUT/runs-conn.csv" \
-    > "$OUT/logs/churn-fork.txt" 2> "$OUT/logs/churn-fork.err"
-  rc=$?
-  cat "$OUT/logs/churn-fork.err" >&2
-  [ $rc = 0 ] || { STATUS=1; [ $rc = 124 ] && echo "churn c=1 fork,FAILED,both,,,,,,,,,,,,conn-bench timed out" >> "$OUT/failures.csv"; }
+  churn_step "churn c=1 fork" churn-fork $((RUNS * 2 * (SECS + 40) + 30)) --server fork --clients 1
 fi
 if wanted hold; then
   for n in ${CONNS//,/ }; do
