@@ -171,12 +171,17 @@ bool MakeHoldersPipe(SanSocket& s, bool low) {
 
 namespace {
 
-void KeepReasonShowable(SanSocket& s) {
+void StartThreadIfConnectionNeedsIt(SanSocket& s, bool active) {
   // A process that put its connection thread off (ConnectionThread::StartsWithFirstSocket) starts
-  // it for the first connection that stays kernel TCP for good: sanstat asks the thread for the
-  // reason. A late candidate is not such a connection (it may still move; its thread starts when
-  // it is due while the process waits).
-  if (s.mode.load(std::memory_order_acquire) != SocketMode::kTcp || s.late) return;
+  // it for
+  // - the first connection that stays kernel TCP for good: sanstat asks the thread for the reason;
+  // - the first late candidate it connected: a client may hold its connection idle in a call
+  //   sanlib does not see (sockperf sleeps 2 s after connecting), and the thread opens a lower
+  //   end's side at its due time; without it the peer's attempts, backing off, came after the
+  //   whole run. An accepted candidate does not start it: a server waits in accept(), or in the
+  //   recv, poll and epoll waits that start it once a candidate is due (StartIfLateDue), so an
+  //   accept-then-fork server stays single-threaded.
+  if (s.mode.load(std::memory_order_acquire) != SocketMode::kTcp || (s.late && !active)) return;
   if (Status st = Runtime::Get().connections().EnsureRunning(); !st.ok()) {
     SAN_LOG_WARN("connection thread: %s", st.ToString().c_str());
   }
@@ -350,7 +355,7 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags) {
   }
   Settle(*s, std::move(stream), std::move(reason));
   if (late) ConsiderLateUpgrade(*s, false, peer, late);
-  KeepReasonShowable(*s);
+  StartThreadIfConnectionNeedsIt(*s, false);
   return nfd;
 }
 
@@ -415,7 +420,7 @@ int Connect(int fd, const sockaddr* addr, socklen_t len) {
   if (tcp) {
     const sockaddr_storage peer = proto::CanonicalAddress(addr, len);
     ConsiderLateUpgrade(*s, true, peer, LateProviderFor(peer));
-    KeepReasonShowable(*s);
+    StartThreadIfConnectionNeedsIt(*s, true);
   }
   if (wait_for_window && !s->nonblocking.load()) WaitForWindow(*s);
   if (rc != 0) errno = err;
