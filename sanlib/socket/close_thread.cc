@@ -10,9 +10,9 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/config.h"
-#include "sanlib/common/own_thread.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/own_thread.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/tcp_move.h"
 
