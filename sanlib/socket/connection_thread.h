@@ -24,10 +24,12 @@
 // Thread-safety: all public methods are thread-safe. The thread starts with the process's first SAN
 // socket (EnsureRunning), except in a single-threaded process under the late set-up, which has
 // nothing for it to do until a connection lives long enough to move: there it starts when a late
-// candidate is due while the process waits (StartIfLateDue), or when a move needs it (a private
-// rendezvous, a drive). A process that only listens, or whose connections are all short (an
-// accept-then-fork server's parent), stays single-threaded, and its forks cost what they cost
-// without sanlib (docs/sockets.md "The connection thread, started when needed"). In a fork child
+// candidate is due while the process waits (StartIfLateDue), when a move needs it (a private
+// rendezvous, a drive), or when the process connects a socket or keeps one on TCP for good
+// (socket_ops.cc StartThreadIfConnectionNeedsIt). A process that only listens and accepts short
+// connections (an accept-then-fork server's parent) stays single-threaded, and its forks cost
+// what they cost without sanlib (docs/sockets.md "The connection thread, started when
+// needed"). In a fork child
 // the thread does not exist until the child needs one as above, or forks while it holds a
 // listener whose rendezvous another process serves (WatchOwner); listeners inherited from the
 // parent stay served by the parent's thread.
