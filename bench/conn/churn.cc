@@ -76,7 +76,6 @@ std::string EchoOne(const Calls& calls, int fd, bool* quit) {
 // (after `*stop` was set) is served in the server itself.
 int ServeEcho(const Calls& calls, const ChurnParams& params, const std::atomic<int>* stop,
               int to_parent) {
-  const bool echo = params.echo;
   uint16_t port = 0;
   const int listener = OpenListener(calls, 1024, &port);
   if (listener < 0 || !WriteAll(to_parent, &port, sizeof port)) return 2;
@@ -101,7 +100,7 @@ int ServeEcho(const Calls& calls, const ChurnParams& params, const std::atomic<i
       continue;
     }
     ++report.accepted;
-    if (!echo) {
+    if (!params.echo) {
       calls.close(fd);
       if (stop->load()) break;
       continue;

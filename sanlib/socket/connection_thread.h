@@ -28,11 +28,10 @@
 // rendezvous, a drive), or when the process connects a socket or keeps one on TCP for good
 // (socket_ops.cc StartThreadIfConnectionNeedsIt). A process that only listens and accepts short
 // connections (an accept-then-fork server's parent) stays single-threaded, and its forks cost
-// what they cost without sanlib (docs/sockets.md "The connection thread, started when
-// needed"). In a fork child
-// the thread does not exist until the child needs one as above, or forks while it holds a
-// listener whose rendezvous another process serves (WatchOwner); listeners inherited from the
-// parent stay served by the parent's thread.
+// what they cost without sanlib (docs/sockets.md "The connection thread, started when needed").
+// In a fork child the thread does not exist until the child needs one as above, or forks while
+// it holds a listener whose rendezvous another process serves (WatchOwner); listeners inherited
+// from the parent stay served by the parent's thread.
 #pragma once
 
 #include <pthread.h>

@@ -30,8 +30,8 @@
 namespace san {
 
 // The prepare handler's first step (forgets the last fork's candidates), then its visit of each
-// socket: a candidate still waiting is kept (its step lock
-// held until AfterLateFork, unless alone).
+// socket: a candidate still waiting is kept (its step lock held until AfterLateFork, unless
+// alone).
 void BeginLateFork();
 void KeepAcrossFork(SanSocket* s, bool alone);
 // The parent's and the child's handler (the child's after the socket table is usable again).

@@ -386,7 +386,6 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
       const int left = static_cast<int>((deadline.deadline_ns - now + 999999) / 1000000);
       nap = nap < 0 ? left : std::min(nap, left);
     }
-    Runtime::Get().connections().StartIfLateDue();  // a wait that outlives a candidate's delay
     pollfd p{s.fd, POLLIN, 0};
     if (kernel::poll(&p, 1, nap) < 0 && errno == EINTR) {
       if (total > 0) return static_cast<ssize_t>(total);
