@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
-#include <sys/single_threaded.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/fork_held_mutex.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/own_thread.h"
@@ -67,7 +67,7 @@ bool ConnectionThread::StartsWithFirstSocket(bool late_setup) {
   // program that runs threads of its own loses nothing to ours (its forks take glibc's
   // multithreaded path anyway), and ours started early grows the fd table while it is still
   // cheap (fd_placement.h GrowFdTableWhileAlone).
-  return !late_setup || !__libc_single_threaded;
+  return !late_setup || !OnlyThreadEver();
 }
 
 void ConnectionThread::StartIfLateDue() {

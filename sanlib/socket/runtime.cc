@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/file_identity.h"
+#include "sanlib/common/fork_held_mutex.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/fabric/address.h"
@@ -58,7 +58,7 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
         WatchForeignRendezvous();  // before the locks: it may open a rendezvous
         Runtime& rt = Get();
         BeginLateFork();
-        fork_alone_ = __libc_single_threaded;
+        fork_alone_ = OnlyThreadEver();
         if (fork_alone_) {
           rt.table_.ForEach([](SanSocket* s) { KeepAcrossFork(s, true); });
           return;

@@ -117,11 +117,11 @@ class Runtime {
   static inline std::atomic<Runtime*> created_{nullptr};
   static void AtExit();
   static void AfterForkChild();
-  // Whether the fork in progress is made by a process that never ran a second thread (glibc's
-  // __libc_single_threaded, read in the prepare handler): then no lock of ours can be held by
-  // anyone else, and the handlers take none. Taken anyway, each lock's page was written by both
-  // processes after fork() had made it copy-on-write: a page fault apiece (an accept-then-fork
-  // server paid them at every connection).
+  // Whether the fork in progress is made by a process that never ran a second thread
+  // (OnlyThreadEver, common/fork_held_mutex.h, read in the prepare handler): then no lock of ours
+  // can be held by anyone else, and the handlers take none. Taken anyway, each lock's page was
+  // written by both processes after fork() had made it copy-on-write: a page fault apiece (an
+  // accept-then-fork server paid them at every connection).
   static inline bool fork_alone_ = false;
   void AdoptMissedFork();
   void OpenReport();

@@ -3,7 +3,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
-#include <sys/single_threaded.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -42,28 +41,17 @@ ShmProvider::ShmProvider() {
   iovec local{&byte, 1};
   iovec remote{nullptr, 1};
   single_copy_ = process_vm_writev(getpid(), &local, 1, &remote, 1, 0) < 0 && errno == EFAULT;
-  // Providers live for the process (registry.h), so the handlers may refer to this one. Only the
-  // first provider object registers (tests may make more; they do not fork around them).
-  static ShmProvider* const self = this;
-  // A process that never ran a second thread takes no lock across fork (runtime.h fork_alone_).
-  pthread_atfork(
-      [] {
-        self->fork_locked_ = !__libc_single_threaded;
-        if (self->fork_locked_) self->mu_.lock();
-      },
-      [] {
-        if (self->fork_locked_) self->mu_.unlock();
-      },
-      [] {
-        if (self->fork_locked_) self->mu_.unlock();
-      });
+  // Providers live for the process (registry.h), so the fork handlers may refer to this one. Only
+  // the first provider object registers (tests may make more; they do not fork around them).
+  static std::once_flag once;
+  std::call_once(once, [this] { mu_.HoldAcrossForks(); });
 }
 
 bool ShmProvider::Reaches(const sockaddr* peer, socklen_t len) const {
   if (IsLoopbackAddress(peer, len)) return true;
   const std::string key = HostKey(peer, len);
   if (key.empty()) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ForkHeldMutex> lock(mu_);
   const uint64_t now = NowNs();
   if (local_keys_at_ns_ == 0 || now - local_keys_at_ns_ > kAddressCacheNs) {
     local_keys_ = InterfaceHostKeys([](const char*) { return true; });

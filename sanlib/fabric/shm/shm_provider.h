@@ -3,16 +3,16 @@
 // docs/fabric.md for the contract and the segment layout.
 //
 // Thread-safety: every method may be called from any thread; Reaches() caches this namespace's
-// interface addresses for a second under a mutex, which pthread_atfork handlers hold across
-// fork() (a fork by another thread inside Reaches() must not leave it locked in the child).
+// interface addresses for a second under a mutex that fork() holds (common/fork_held_mutex.h: a
+// fork by another thread inside Reaches() must not leave it locked in the child).
 // Ownership: stateless apart from that cache; listeners and endpoints it creates are owned by the
 // caller.
 #pragma once
 
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "sanlib/common/fork_held_mutex.h"
 #include "sanlib/fabric/provider.h"
 
 namespace san::fabric::shm {
@@ -46,8 +46,7 @@ class ShmProvider final : public Provider {
                                                  const EndpointAttr& attr, bool proved);
 
   bool single_copy_ = false;
-  mutable std::mutex mu_;
-  bool fork_locked_ = false;  // mu_ is held across the fork in progress (the fork handlers)
+  mutable ForkHeldMutex mu_;
   mutable std::vector<std::string> local_keys_;  // AddressKey with port 0 of every local address
   mutable uint64_t local_keys_at_ns_ = 0;
 };

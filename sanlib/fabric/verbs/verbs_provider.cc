@@ -4,7 +4,6 @@
 #include <net/if_arp.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sys/single_threaded.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -108,20 +107,8 @@ VerbsProvider* VerbsProvider::Open(std::string* why_not) {
     delete p;
     return nullptr;
   }
-  static VerbsProvider* const self = p;  // the registry makes at most one
-  // A process that never ran a second thread takes no lock across fork (runtime.h fork_alone_).
-  pthread_atfork(
-      [] {
-        self->fork_locked_ = !__libc_single_threaded;
-        if (self->fork_locked_) self->mu_.lock();
-      },
-      [] {
-        if (self->fork_locked_) self->mu_.unlock();
-      },
-      [] {
-        if (self->fork_locked_) self->mu_.unlock();
-        fork_generation.fetch_add(1, std::memory_order_relaxed);
-      });
+  p->mu_.HoldAcrossForks();  // the registry makes at most one provider (registry.h)
+  pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
   return p;
 }
 
@@ -133,7 +120,7 @@ ibv_pd* VerbsProvider::PdFor(ibv_context* context) const {
 }
 
 bool VerbsProvider::SourceHasDevice(const std::string& source_key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ForkHeldMutex> lock(mu_);
   const uint64_t now = NowNs();
   if (rdma_keys_at_ns_ == 0 || now - rdma_keys_at_ns_ > kAddressCacheNs) {
     rdma_keys_.clear();

@@ -10,8 +10,8 @@
 // ibv_fork_init(). Endpoints refuse to work in a fork child (verbs_endpoint.h).
 //
 // Thread-safety: every method may be called from any thread. Reaches() caches the set of local
-// addresses that have an RDMA device for a second under a mutex (held across fork() by
-// pthread_atfork handlers, as in ShmProvider). Ownership: the provider owns the device contexts
+// addresses that have an RDMA device for a second under a mutex that fork() holds
+// (common/fork_held_mutex.h, as in ShmProvider). Ownership: the provider owns the device contexts
 // (librdmacm's list) and one protection domain per device for the life of the process; listeners
 // and endpoints it creates are owned by the caller and must not outlive it (providers are never
 // destroyed: registry.h).
@@ -19,10 +19,10 @@
 
 #include <rdma/rdma_cma.h>
 
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "sanlib/common/fork_held_mutex.h"
 #include "sanlib/fabric/provider.h"
 
 namespace san::fabric::verbs {
@@ -68,8 +68,7 @@ class VerbsProvider final : public Provider {
   bool registered_send_ = false;
   ibv_context** contexts_ = nullptr;  // rdma_get_devices (kept for the process's life)
   std::vector<Device> devices_;
-  mutable std::mutex mu_;
-  bool fork_locked_ = false;  // mu_ is held across the fork in progress (the fork handlers)
+  mutable ForkHeldMutex mu_;
   mutable std::vector<std::string> rdma_keys_;  // AddressKey (port 0) of addresses with a device
   mutable uint64_t rdma_keys_at_ns_ = 0;
 };
