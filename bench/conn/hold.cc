@@ -67,6 +67,20 @@ int CloseAll(const Calls& calls, std::vector<int>* fds, int to_parent, int from_
   return WriteAll(to_parent, &took, sizeof took) ? 0 : 3;
 }
 
+// Either side's end: measures itself (the spare fds given back first; they were counted in
+// fds_before), reports, then closes every connection at the coordinator's word.
+int ReportThenCloseAll(const Calls& calls, SpareFds* spare, SideReport* report,
+                       const std::string& first, std::vector<int>* fds, int to_parent,
+                       int from_parent) {
+  spare->Release();
+  report->fds_before -= 2;
+  report->fds_after = CountOpenFds();
+  report->mem_after = ReadMemoryUse(0);
+  SetText(report->first_error, sizeof report->first_error, first);
+  if (!WriteAll(to_parent, report, sizeof *report)) return 3;
+  return CloseAll(calls, fds, to_parent, from_parent);
+}
+
 int Serve(const Calls& calls, long wanted, int to_parent, int from_parent) {
   uint16_t port = 0;
   const int listener = OpenListener(calls, 4096, &port);
@@ -108,13 +122,7 @@ int Serve(const Calls& calls, long wanted, int to_parent, int from_parent) {
       ++report.established;
     }
   }
-  spare.Release();
-  report.fds_before -= 2;
-  report.fds_after = CountOpenFds();
-  report.mem_after = ReadMemoryUse(0);
-  SetText(report.first_error, sizeof report.first_error, first);
-  if (!WriteAll(to_parent, &report, sizeof report)) return 3;
-  return CloseAll(calls, &fds, to_parent, from_parent);
+  return ReportThenCloseAll(calls, &spare, &report, first, &fds, to_parent, from_parent);
 }
 
 int Connect(const Calls& calls, long wanted, uint16_t port, int to_parent, int from_parent) {
@@ -175,13 +183,7 @@ int Connect(const Calls& calls, long wanted, uint16_t port, int to_parent, int f
     }
   }
   report.echo_s = Now() - start;
-  spare.Release();
-  report.fds_before -= 2;
-  report.fds_after = CountOpenFds();
-  report.mem_after = ReadMemoryUse(0);
-  SetText(report.first_error, sizeof report.first_error, first);
-  if (!WriteAll(to_parent, &report, sizeof report)) return 3;
-  return CloseAll(calls, &fds, to_parent, from_parent);
+  return ReportThenCloseAll(calls, &spare, &report, first, &fds, to_parent, from_parent);
 }
 
 double PerConn(double before, double after, long count) { return (after - before) / count; }
@@ -195,7 +197,8 @@ HoldResult RunHold(const Calls& calls, const HoldParams& params) {
   // Each connection may take several fds per side (sanlib today: 8, the socket and its channel's).
   RaiseFdLimit(params.connections * 12 + 1024, &result.note);
 
-  Child server = Spawn([&](int up, int down) { return Serve(calls, params.connections, up, down); });
+  Child server =
+      Spawn([&](int up, int down) { return Serve(calls, params.connections, up, down); });
   uint16_t port = 0;
   if (!ReadWithin(server.from_child, &port, sizeof port, 10000)) {
     result.failed = true;
@@ -264,7 +267,8 @@ HoldResult RunHold(const Calls& calls, const HoldParams& params) {
   result.shmem_kib_per_conn = PerConn(c.mem_before.pss_shmem_kib + s.mem_before.pss_shmem_kib,
                                       c.mem_after.pss_shmem_kib + s.mem_after.pss_shmem_kib, n);
   result.slab_kib_per_conn = PerConn(slab_before, slab_after, n);
-  const double kib = result.pss_kib_per_conn + (result.slab_kib_per_conn > 0 ? result.slab_kib_per_conn : 0);
+  const double kib =
+      result.pss_kib_per_conn + (result.slab_kib_per_conn > 0 ? result.slab_kib_per_conn : 0);
   if (kib > 0) result.conns_per_gib = 1024.0 * 1024.0 / kib;
   result.cpu_us_per_conn = (client_end.cpu_us + server_end.cpu_us) / n;
   return result;
