@@ -40,11 +40,14 @@ for i in $(seq 1 100); do
   "$C" exec 1 bash -c "exec 3<>/dev/tcp/$A1/$PORT" 2>/dev/null && break; sleep 0.1
 done
 
-# A client on each host; each sends one line, another after half a second, keeps the connection
-# open a while, prints the echo. (Under sanrun's default, late set-up, a local connection moves to
-# shm at its first data call past the delay: the second line.)
+# A client on each host; each sends one line, then after half a second a line every 10 ms for
+# 0.3 s, keeps the connection open a while, prints the echo. (Under sanrun's default, late set-up,
+# a local connection moves to shm once it has been in use for the delay: during those lines. A
+# line now and then would leave it on TCP.)
 client() { # host tag
-  ( echo "hello from $2"; sleep 0.5; echo "again from $2"; sleep 3.5 ) | "$C" exec "$1" "$SANRUN" -- socat - TCP:$A1:$PORT > "$TMP/$2.out" 2>&1 &
+  ( echo "hello from $2"; sleep 0.5
+    for i in $(seq 1 30); do echo "again $i from $2"; sleep 0.01; done; sleep 3 ) |
+    "$C" exec "$1" "$SANRUN" -- socat - TCP:$A1:$PORT > "$TMP/$2.out" 2>&1 &
   CLIENTS="${CLIENTS:-} $!"
 }
 client 1 local

@@ -99,8 +99,9 @@ const std::vector<SettingInfo>& Settings() {
        "SAN_UPGRADE_DELAY_US or carried SAN_UPGRADE_BYTES (a short connection costs what TCP "
        "costs)"},
       {"SAN_UPGRADE_DELAY_US", "20000",
-       "how long a local connection runs on kernel TCP before both ends move it to shm (late "
-       "set-up, and connections the eager set-up could not equip)"},
+       "how long a local connection runs on kernel TCP before both ends move it to shm, and how "
+       "long it must then have been in use, its calls never that far apart (late set-up, and "
+       "connections the eager set-up could not equip)"},
       {"SAN_UPGRADE_BYTES", "262144",
        "a local connection that has carried this many bytes (both ways) moves to shm at once, "
        "before SAN_UPGRADE_DELAY_US (0 = by time only)"},

@@ -14,6 +14,9 @@ namespace late {
 // candidate's LateUpgrade::mu.
 void Advance(SanSocket& s, LateUpgrade& u);
 
+// SAN_UPGRADE_DELAY_US in ns: the age, and the spell of use, that moves a connection by time.
+uint64_t DelayNs();
+
 // Whether the upper end's request reached the peer's side: the channel is made, or its answer is
 // on the way.
 inline bool Underway(LatePhase phase) {

@@ -156,6 +156,23 @@ std::string NeverTookPart(const LateUpgrade& u, const char* what) {
   return std::string("the peer ") + what + " (not a sanlib process?)";
 }
 
+// Whether the upper end may dial by time (mu held; late_upgrade.h "The upper end's dial"): its
+// application has been calling on the connection for the delay without a pause as long, and it
+// has not proved itself by use. If not, the next look is set for when it could be.
+bool InUseForTheDelay(LateUpgrade& u, uint64_t now) {
+  const uint64_t delay = late::DelayNs();
+  const uint64_t since = u.use_since_ns.load(std::memory_order_relaxed);
+  if (now - u.last_use_ns.load(std::memory_order_relaxed) >= delay) {
+    u.next_ns = now + delay;  // idle: its next call starts a spell (NoteCall)
+    return false;
+  }
+  if (now - since < delay) {
+    u.next_ns = since + delay;
+    return false;
+  }
+  return true;
+}
+
 // How long a lower end that found ConnectionThread::kMaxLateListeners moves in flight waits
 // before it looks for its turn again.
 uint64_t LateTurnWaitNs() {
@@ -206,6 +223,8 @@ void TakeAnswerLocked(SanSocket& s, LateUpgrade& u, int wait_ms, uint64_t now) {
 
 namespace late {
 
+uint64_t DelayNs() { return uint64_t{Runtime::Get().config().upgrade_delay_us} * 1000; }
+
 void Advance(SanSocket& s, LateUpgrade& u) {
   Runtime& rt = Runtime::Get();
   const uint64_t now = NowNs();
@@ -214,6 +233,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (now < u.next_ns && !ProvedByUse(u)) return;
       if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
+      if (!u.lower && !ProvedByUse(u) && !InUseForTheDelay(u, now)) return;
       if (u.lower &&
           rt.connections().late_listener_count() >= ConnectionThread::kMaxLateListeners) {
         // Enough moves in flight: this one waits its turn (the upper end's attempts meanwhile
@@ -396,8 +416,8 @@ void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer
                          fabric::Provider* provider) {
   Runtime& rt = Runtime::Get();
   if (!provider) return;
-  s.late = std::make_unique<LateUpgrade>(active, peer,
-                                         NowNs() + uint64_t{rt.config().upgrade_delay_us} * 1000);
+  const uint64_t now = NowNs();
+  s.late = std::make_unique<LateUpgrade>(active, peer, now, now + late::DelayNs());
   s.late->provider = provider;
   s.late_made.store(true, std::memory_order_release);
   s.late_pending.store(true, std::memory_order_release);
@@ -482,6 +502,19 @@ bool FinishLateUpgrade(SanSocket& s) {
   return s.mode.load(std::memory_order_acquire) == SocketMode::kShm;
 }
 
+namespace {
+
+// A data call (or a look at readiness) on the candidate: one after the delay or more without any
+// starts a spell of use (InUseForTheDelay).
+void NoteCall(LateUpgrade& u, uint64_t now) {
+  if (now - u.last_use_ns.load(std::memory_order_relaxed) >= late::DelayNs()) {
+    u.use_since_ns.store(now, std::memory_order_relaxed);
+  }
+  u.last_use_ns.store(now, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 bool LateStep(SanSocket& s) {
   // Another candidate of ours may be due meanwhile, idle (this process's data calls are on other
   // connections): a thread to open its side, if none runs yet (connection_thread.h).
@@ -493,6 +526,7 @@ bool LateStep(SanSocket& s) {
   }
   if (phase < LatePhase::kReady) {
     const uint64_t now = NowNs();
+    NoteCall(u, now);
     if (now < u.next_ns && !ProvedByUse(u)) return false;
     if (u.forked.load(std::memory_order_relaxed) && now < u.hold_check_ns.load()) return false;
   }

@@ -17,7 +17,11 @@
 //     (fabric/address.h PrivateRendezvousAddress) -- served by its connection thread; the upper
 //     end connects to it (retrying with backoff while the lower end is not there yet) with the
 //     4-tuple as its request: both now hold the two halves of a stream, and neither has sent its
-//     WAKEUP.
+//     WAKEUP. The upper end connects by time only once its application has been using the
+//     connection for the delay, its calls never a delay apart (a *spell of use*; proved by its
+//     bytes or calls, at once): a connection idle past the delay and then used for a moment (one
+//     request of a pool's idle connection) stays TCP, and 10,000 of them used at once do not all
+//     try to move (each try a connect refused while the lower end waits its turn).
 //  2. Each end then *switches*, both directions at once, at a moment when none of its threads is
 //     inside a kernel call on the socket: it reads from the kernel how many bytes it has written
 //     to the TCP socket (TCP_INFO bytes acked + SIOCOUTQ) and how many it has consumed (bytes
@@ -62,8 +66,13 @@ namespace san {
 struct SanSocket;
 
 struct LateUpgrade {
-  LateUpgrade(bool active_open, const sockaddr_storage& peer_address, uint64_t due_ns)
-      : active(active_open), peer(peer_address), next_ns(due_ns) {}
+  LateUpgrade(bool active_open, const sockaddr_storage& peer_address, uint64_t now_ns,
+              uint64_t due_ns)
+      : last_use_ns(now_ns),
+        use_since_ns(now_ns),
+        active(active_open),
+        peer(peer_address),
+        next_ns(due_ns) {}
   ~LateUpgrade() { SetLatePhase(phase, LatePhase::kFailed); }  // a moving one stops counting
 
   // Changed only through SetLatePhase (late_phase.h), which counts the moving candidates.
@@ -73,6 +82,12 @@ struct LateUpgrade {
   // itself, and the delay no longer applies.
   std::atomic<uint64_t> carried{0};
   std::atomic<uint32_t> calls{0};
+  // When this end's application last called on it (a data call, or a look at its readiness; the
+  // connection's set-up counts as one) and when its present spell of use began (its first call
+  // after SAN_UPGRADE_DELAY_US or more without one): the upper end dials by time only once a spell
+  // has lasted the delay (step 1 above). Written by LateStep, relaxed.
+  std::atomic<uint64_t> last_use_ns;
+  std::atomic<uint64_t> use_since_ns;
   std::mutex mu;
   static constexpr uint32_t kSwitching = 1u << 31;
   std::atomic<uint32_t> io{0};  // kernel data calls in progress | kSwitching

@@ -331,10 +331,12 @@ struct MovedPair {
 // Makes data calls on the upper end of a connection past the delay, 5 ms apart, until it has
 // switched (it reaches the lower end's private rendezvous in one of them); false if it never did.
 bool DriveUpperEndToShm(int upper) {
-  for (int i = 0; i < 400 && ModeOf(upper) != SAN_MODE_SHM; ++i) {
+  // Its calls come closer together than the delay (2 ms here): the upper end dials once it has
+  // been in use for the delay (late_upgrade.h), not at a call after a pause as long.
+  for (int i = 0; i < 4000 && ModeOf(upper) != SAN_MODE_SHM; ++i) {
     char unused;
     san_recv(upper, &unused, 1, MSG_DONTWAIT);
-    if (ModeOf(upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (ModeOf(upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   return ModeOf(upper) == SAN_MODE_SHM;
 }
