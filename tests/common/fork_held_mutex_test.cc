@@ -1,6 +1,7 @@
 #include "sanlib/common/fork_held_mutex.h"
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ ForkHeldMutex& Registered() {
   return *m;
 }
 
+constexpr int kNotAlone = 77;
+
 int ExitCodeOf(pid_t pid) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
@@ -37,7 +40,9 @@ TEST(ForkHeldMutex, AForkWaitsForAnotherThreadToLeaveItAndTheChildFindsItFree) {
   });
   while (!held.load()) std::this_thread::yield();
   const pid_t child = fork();  // another thread is inside: a plain mutex would be copied held
-  if (child == 0) _exit(m.try_lock() ? 0 : 1);
+  // A raw exit: ThreadSanitizer's end-of-process check would report the parent's thread, copied
+  // running into this child, as leaked.
+  if (child == 0) ::syscall(SYS_exit_group, m.try_lock() ? 0 : 1);
   holder.join();
   ASSERT_GT(child, 0);
   EXPECT_EQ(ExitCodeOf(child), 0) << "the child inherited the mutex locked";
@@ -52,6 +57,9 @@ TEST(ForkHeldMutex, AProcessThatNeverRanASecondThreadTakesNoLockAcrossFork) {
   ForkHeldMutex& m = Registered();
   const pid_t child = fork();
   if (child == 0) {
+    // ThreadSanitizer clears glibc's flag in a fork child: then the child is not what this case
+    // is about, and the handler rightly takes the lock.
+    if (!OnlyThreadEver()) _exit(kNotAlone);
     alarm(5);  // a handler that took the lock would wait on this thread forever
     m.lock();  // held by the only thread across its own fork: fine, nobody else can want it
     const pid_t grandchild = fork();
@@ -61,7 +69,9 @@ TEST(ForkHeldMutex, AProcessThatNeverRanASecondThreadTakesNoLockAcrossFork) {
     _exit(code);
   }
   ASSERT_GT(child, 0);
-  EXPECT_EQ(ExitCodeOf(child), 0);
+  const int code = ExitCodeOf(child);
+  if (code == kNotAlone) GTEST_SKIP() << "a fork child here is not single-threaded for glibc";
+  EXPECT_EQ(code, 0);
 }
 
 }  // namespace

@@ -328,7 +328,7 @@ struct MovedPair {
   }
 };
 
-// Makes data calls on the upper end of a connection past the delay, 5 ms apart, until it has
+// Makes data calls on the upper end of a connection past the delay, 0.5 ms apart, until it has
 // switched (it reaches the lower end's private rendezvous in one of them); false if it never did.
 bool DriveUpperEndToShm(int upper) {
   // Its calls come closer together than the delay (2 ms here): the upper end dials once it has
@@ -343,8 +343,8 @@ bool DriveUpperEndToShm(int upper) {
 
 // `sent_first`: bytes the upper end sends over TCP (Pattern) before it moves; `before_move` runs
 // once they were sent.
-void MoveUpperEnd(MovedPair* m, size_t sent_first = 0,
-                  const std::function<void()>& before_move = nullptr) {
+// A connected pair, its ends told apart.
+void MakePair(MovedPair* m) {
   uint16_t port = 0;
   m->lfd = Listen(&port);
   ASSERT_GE(m->lfd, 0);
@@ -358,6 +358,11 @@ void MoveUpperEnd(MovedPair* m, size_t sent_first = 0,
   const bool client_upper = ntohs(local.sin_port) > port;
   m->upper = client_upper ? m->c : m->a;
   m->lower = client_upper ? m->a : m->c;
+}
+
+void MoveUpperEnd(MovedPair* m, size_t sent_first = 0,
+                  const std::function<void()>& before_move = nullptr) {
+  ASSERT_NO_FATAL_FAILURE(MakePair(m));
   std::vector<uint8_t> out(sent_first);
   for (size_t k = 0; k < sent_first; ++k) out[k] = Pattern(k);
   ASSERT_TRUE(SendAll(m->upper, out.data(), out.size()));
@@ -487,6 +492,27 @@ TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
   EXPECT_TRUE(read_ok);
   EXPECT_EQ(memcmp(got, out, sizeof out), 0);
   EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
+}
+
+// A connection idle past the delay and then used for a moment (a pooled connection's one
+// request) stays kernel TCP: the upper end dials by time only once it has been in use for the
+// delay. Before, it dialled at that first call, and its connection thread switched it a moment
+// later: 10,000 such connections all tried to move at once (conn-bench hold).
+TEST(LateUpgrade, IdleConnectionUsedForAMomentStaysKernelTcp) {
+  MovedPair m;
+  ASSERT_NO_FATAL_FAILURE(MakePair(&m));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // ten delays, idle
+  uint8_t byte = 7, echo = 0;
+  ASSERT_TRUE(SendAll(m.upper, &byte, 1));
+  ASSERT_TRUE(RecvAll(m.lower, &echo, 1));
+  ASSERT_TRUE(SendAll(m.lower, &echo, 1));
+  ASSERT_TRUE(RecvAll(m.upper, &echo, 1));
+  EXPECT_EQ(echo, byte);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a move under way would finish
+  EXPECT_EQ(ModeOf(m.upper), SAN_MODE_TCP);
+  EXPECT_EQ(ModeOf(m.lower), SAN_MODE_TCP);
+  // In use from here on, its calls closer together than the delay: it moves.
+  EXPECT_TRUE(DriveUpperEndToShm(m.upper));
 }
 
 // The lower end must give the move up after its peer switched: here a read the library did not
