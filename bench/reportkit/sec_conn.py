@@ -86,8 +86,8 @@ def admitted_share(workload, budget):
 # not a figure of shm, and says how much of it ran on shm.
 LATE_SHARE = {
     "churn": "errors = 0; too short to move, by design",
-    "hold": "errors = 0; idle, then one echo: moves started at the echo, at most 64 at once, and "
-            "channels under the fd budget (7 fds each)",
+    "hold": "errors = 0; idle, then one echo each: a moment of use after an idle spell does not "
+            "move (an upper end dials only once in use for the delay)",
     "nginx": "errors = 0; close rows too short to move, keep-alive rows move up to the fd "
              "budget (a quarter of the fd limit, 7 fds per channel)",
     "redis": "errors = 0; too short to move, by design",
@@ -114,7 +114,10 @@ PROFILE_FINDINGS = {
             "rendezvous (refused while the peer waits its turn behind 64 moves in flight), and "
             "the few that move build a channel each. Since bbec6b3 no call waits for the peer's "
             "answer (a bulk transfer excepted): before, 0.4-1.9 s against TCP's 0.08 s; after, "
-            "0.20-0.29 s in single runs (2026-11-27).",
+            "0.20-0.29 s in single runs (2026-11-27). Since 433318a an upper end dials only once "
+            "its connection has been in use for the delay, so the idle connections' one echo "
+            "stays TCP: echo all 1.17-1.81x TCP's time against 2.04-3.39x before, CPU per "
+            "connection 1.21-1.53x against 1.51-1.88x (three interleaved rounds, 2026-11-28).",
 }
 
 
