@@ -156,9 +156,10 @@ std::string NeverTookPart(const LateUpgrade& u, const char* what) {
   return std::string("the peer ") + what + " (not a sanlib process?)";
 }
 
-// Whether the upper end may dial by time (mu held; late_upgrade.h "The upper end's dial"): its
-// application has been calling on the connection for the delay without a pause as long, and it
-// has not proved itself by use. If not, the next look is set for when it could be.
+// Whether the upper end may dial by time (mu held; late_upgrade.h step 1, docs/sockets.md "The
+// upper end's dial"): its application has been calling on the connection for the delay, never
+// pausing as long. If not, the next look is set for when it could be. (One proved by its bytes or
+// calls does not ask.)
 bool InUseForTheDelay(LateUpgrade& u, uint64_t now) {
   const uint64_t delay = late::DelayNs();
   const uint64_t since = u.use_since_ns.load(std::memory_order_relaxed);

@@ -341,8 +341,6 @@ bool DriveUpperEndToShm(int upper) {
   return ModeOf(upper) == SAN_MODE_SHM;
 }
 
-// `sent_first`: bytes the upper end sends over TCP (Pattern) before it moves; `before_move` runs
-// once they were sent.
 // A connected pair, its ends told apart.
 void MakePair(MovedPair* m) {
   uint16_t port = 0;
@@ -360,6 +358,8 @@ void MakePair(MovedPair* m) {
   m->lower = client_upper ? m->a : m->c;
 }
 
+// `sent_first`: bytes the upper end sends over TCP (Pattern) before it moves; `before_move` runs
+// once they were sent.
 void MoveUpperEnd(MovedPair* m, size_t sent_first = 0,
                   const std::function<void()>& before_move = nullptr) {
   ASSERT_NO_FATAL_FAILURE(MakePair(m));
