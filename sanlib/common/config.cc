@@ -109,6 +109,10 @@ const std::vector<SettingInfo>& Settings() {
        "a local connection whose data calls that moved bytes reach this count (at one end) moves "
        "to shm at once, before SAN_UPGRADE_DELAY_US: a chatty request/response connection (0 = "
        "not by calls)"},
+      {"SAN_UPGRADE_TRY_MS", "10000",
+       "how long one try of a late move lasts: the lower end keeps its private rendezvous open, "
+       "the upper end dials it, this long; an end whose try met no peer tries again once the "
+       "connection is in use (4 tries, then it stays kernel TCP)"},
       {"SAN_PEER_USERS", "any",
        "which users' processes may be SAN peers: any; same (our own uid only); or a list of "
        "uids, user names and @groups (ours always). A connection refused stays kernel TCP, "
@@ -182,6 +186,7 @@ Config Config::Parse(const char* (*getenv_fn)(const char*), std::vector<std::str
   num("SAN_UPGRADE_DELAY_US", 0, 600000000, &c.upgrade_delay_us);
   num("SAN_UPGRADE_BYTES", 0, 1u << 30, &c.upgrade_bytes);
   num("SAN_UPGRADE_CALLS", 0, 1u << 30, &c.upgrade_calls);
+  num("SAN_UPGRADE_TRY_MS", 1, 600000, &c.upgrade_try_ms);
   if (const char* v = getenv_fn("SAN_PEER_USERS")) {
     if (Result<PeerUsers> p = PeerUsers::Parse(v); p.ok()) {
       c.peer_users = std::move(p).value();

@@ -55,6 +55,9 @@ struct Config {
   // A connection whose data calls (this end's sends and receives that moved bytes) reach this
   // count is moved before the delay: it has proved to be a chatty one (0: not by calls).
   uint32_t upgrade_calls = 64;
+  // How long one try of a move lasts at each end (the lower end's rendezvous open, the upper
+  // end dialling it); one that met no peer is tried again when the connection is in use.
+  uint32_t upgrade_try_ms = 10000;
   // SAN_PEER_USERS: which users' processes may be SAN peers (common/peer_users.h), parsed here
   // once (a malformed value keeps the default, any).
   PeerUsers peer_users;

@@ -431,7 +431,7 @@ void ConnectionThread::RunDueLateLocked(std::unique_lock<std::mutex>& lock) {
       SanSocket* s = table_.Find(d.fd);
       if (!s || s->id != d.socket_id || !LatePending(*s)) continue;
       if (d.drives == 0) {
-        OpenLateSide(*s);
+        LowerEndDue(*s);
       } else if (DriveLateSide(*s) && d.drives > 1) {
         again.push_back(LateDue{d.fd, d.socket_id, NowNs() + kDriveEveryNs, d.drives - 1});
       }

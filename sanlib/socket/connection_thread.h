@@ -128,9 +128,10 @@ class ConnectionThread {
   // The most late candidates queued while no thread runs: a process holding this many connections
   // at once is a server or a pool, and worth a thread (each close also looks through the queue).
   static constexpr size_t kMaxUnservedLate = 64;
-  // A late upgrade candidate (late_upgrade.h): at `due_ns` this thread opens its side if it is
-  // the lower end, so that the move does not wait for the application's next call there. Queued
-  // also while no thread runs (StartIfLateDue); more than kMaxUnservedLate queued then starts it.
+  // A late upgrade candidate (late_upgrade.h): at `due_ns` this thread takes the lower end's
+  // timed step (LowerEndDue: opens its side, so that the move does not wait for the application's
+  // next call there, or closes a side nobody came to). Queued also while no thread runs
+  // (StartIfLateDue); more than kMaxUnservedLate queued then starts it.
   void ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns);
   // A late candidate whose channel is under way (the lower end's peer came, or the upper end's
   // request went out): if the application has not switched it kDriveAfterNs from now, this
@@ -259,7 +260,7 @@ class ConnectionThread {
     int fd;
     uint64_t socket_id;
     uint64_t due_ns;
-    uint32_t drives = 0;  // 0: open the lower end's side; else DriveLateSide, this many tries left
+    uint32_t drives = 0;  // 0: LowerEndDue; else DriveLateSide, this many tries left
   };
   std::vector<LateDue> late_;  // in due order (mu_)
   // Inserts in due order; true if it is the first due now.

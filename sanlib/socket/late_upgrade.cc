@@ -24,14 +24,15 @@ namespace san {
 namespace {
 
 constexpr uint64_t kMs = 1000000;
-// The lower end keeps its private rendezvous open this long for the upper end to come.
-constexpr uint64_t kListenForNs = 10000 * kMs;
-// The upper end tries this many times, 0.1, 0.2, 0.4 ... ms apart, then every 1.6 s (some fifteen
-// seconds in all: the lower end opens its side at its first data call after the delay, or from
-// its connection thread). The first tries come soon: a connection proved by its bytes is in the
-// middle of a bulk transfer, which may be over in a few milliseconds.
+// How many tries of a move each end makes (late_upgrade.h step 1): one at the delay, and more
+// each time the connection is in use again, for a peer that sat idle while we tried. Bounded, as
+// a peer that is not sanlib never takes part: each try holds a listener slot or makes a few dials.
+constexpr uint32_t kMaxTries = 4;
+// Within a try the upper end dials 0.1, 0.2, 0.4 ... ms apart, then every 1.6 s (the lower end
+// opens its side from its connection thread at the delay, or at a data call). The first dials
+// come soon: a connection proved by its bytes is in the middle of a bulk transfer, which may be
+// over in a few milliseconds.
 constexpr uint64_t kRetryBaseNs = kMs / 10;
-constexpr uint32_t kMaxAttempts = 24;
 constexpr uint32_t kDoublings = 14;
 // How long the upper end waits for the lower end's connection thread to answer its connect;
 // past it the connection stays TCP. It looks at each of its data calls without waiting in one,
@@ -75,6 +76,16 @@ void SwitchAbortedLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   SwitchedLocked(s, u);
   WakeSleepers(s);
 }
+
+// What sanstat says of a candidate whose last try met no peer (LateUpgrade::missed).
+// (Each fits san_info::fallback.)
+const std::string kNobodyCame =
+    "not moved to shm yet (late set-up): the peer never came; tries again when in use";
+const std::string kNobodyListened =
+    "not moved to shm yet (late set-up): the peer never listened; tries again when in use";
+
+// How long a try lasts (late_upgrade.h step 1).
+uint64_t TryNs() { return uint64_t{Runtime::Get().config().upgrade_try_ms} * kMs; }
 
 // Gives up on moving the connection (it stays kernel TCP). A stream already made is aborted, so
 // a peer that switched learns it at once (ECONNRESET) instead of waiting on a silent channel.
@@ -147,13 +158,33 @@ bool PeerUserAllowed(const LateUpgrade& u, std::string* why) {
 
 // The peer never took part in the move: says which user it runs as when that is not ours (its
 // SAN_PEER_USERS may have refused us).
-std::string NeverTookPart(const LateUpgrade& u, const char* what) {
+std::string NeverTookPart(const LateUpgrade& u, const std::string& what) {
   Result<uid_t> uid = LookupPeerUidHere(OwnAddress(u), u.peer);
   if (uid.ok() && *uid != geteuid()) {
     return std::string("the peer (uid ") + std::to_string(*uid) + ") " + what +
            ": its SAN_PEER_USERS may refuse our user";
   }
   return std::string("the peer ") + what + " (not a sanlib process?)";
+}
+
+// A try that met no peer ended (mu held; nothing of it is left: the upper end holds no stream,
+// the lower end's listener is closed). The end waits for its application's next spell of use,
+// or for the connection to prove itself again by bytes or calls, and tries anew; after
+// kMaxTries it stays TCP, saying why.
+void MissedLocked(SanSocket& s, LateUpgrade& u, const char* what, uint64_t now) {
+  if (++u.tries >= kMaxTries) {
+    return FailLocked(
+        s, u, NeverTookPart(u, std::string(what) + " in " + std::to_string(kMaxTries) + " tries"));
+  }
+  SAN_LOG_INFO("fd %d: the peer %s (try %u of %u): tries again when the connection is in use",
+               s.fd.load(), what, u.tries, kMaxTries);
+  u.attempts = 0;
+  u.carried.store(0, std::memory_order_relaxed);  // proved again only by what comes next
+  u.calls.store(0, std::memory_order_relaxed);
+  u.use_since_ns.store(now, std::memory_order_relaxed);  // a spell counts from here
+  u.next_ns = now + late::DelayNs();
+  u.missed.store(u.lower ? &kNobodyCame : &kNobodyListened, std::memory_order_release);
+  SetLatePhase(u.phase, LatePhase::kWaiting);
 }
 
 // Whether the upper end may dial by time (mu held; late_upgrade.h step 1, docs/sockets.md "The
@@ -194,13 +225,14 @@ Status LearnRoles(SanSocket& s, LateUpgrade& u) {
 }
 
 // The upper end's attempt to reach the lower end's side failed with `why` (mu held, phase
-// kConnecting): a refusal (the side is not open yet, or full) is tried again with backoff, up to
-// kMaxAttempts; anything else leaves the connection TCP.
+// kConnecting): a refusal (the side is not open yet, or full) is tried again with backoff until
+// the try's time is up; anything else leaves the connection TCP.
 void RetryOrFailLocked(SanSocket& s, LateUpgrade& u, const Status& why, uint64_t now) {
+  ++u.attempts;
   if (why.code() != ECONNREFUSED) {
     FailLocked(s, u, why.ToString());
-  } else if (++u.attempts >= kMaxAttempts) {
-    FailLocked(s, u, NeverTookPart(u, "never opened its side"));
+  } else if (now >= u.give_up_ns) {
+    MissedLocked(s, u, "never opened its side", now);
   } else {
     u.next_ns = now + (kRetryBaseNs << std::min(u.attempts - 1, kDoublings));
   }
@@ -234,7 +266,10 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (now < u.next_ns && !ProvedByUse(u)) return;
       if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
-      if (!u.lower && !ProvedByUse(u) && !InUseForTheDelay(u, now)) return;
+      // The lower end's first try opens by time (its connection thread: an application asleep
+      // in the kernel never calls); every other try waits for use.
+      const bool by_time = u.lower && u.tries == 0;
+      if (!by_time && !ProvedByUse(u) && !InUseForTheDelay(u, now)) return;
       if (u.lower &&
           rt.connections().late_listener_count() >= ConnectionThread::kMaxLateListeners) {
         // Enough moves in flight: this one waits its turn (the upper end's attempts meanwhile
@@ -255,6 +290,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (std::string why; !ChannelFitsFdBudget(&why)) return FailLocked(s, u, why);
       u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
+        u.give_up_ns = now + TryNs();
         SetLatePhase(u.phase, LatePhase::kConnecting);
         return Advance(s, u);
       }
@@ -267,7 +303,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       sockaddr_storage addr{};
       std::memcpy(&addr, &where, sizeof where);
       u.token = next_token.fetch_sub(1);
-      u.give_up_ns = now + kListenForNs;
+      u.give_up_ns = now + TryNs();
       // kListening before the peer can come: a read that meets the peer's wake byte must find
       // the phase that makes it look for the peer's count (PeerEnd), or it takes the byte for data.
       SetLatePhase(u.phase, LatePhase::kListening);
@@ -278,6 +314,8 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         u.token = 0;
         return FailLocked(s, u, "connection thread: " + st.ToString());
       }
+      // Closed at the try's end even if the application makes no call by then (LowerEndDue).
+      rt.connections().ScheduleLate(s.fd.load(), s.id, u.give_up_ns);
       return;
     }
     case LatePhase::kConnecting: {
@@ -315,8 +353,8 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         u.token = 0;
         u.stream = std::move(got);
         SetLatePhase(u.phase, LatePhase::kReady);
-      } else if (now > u.give_up_ns && !TakeLastComer(u)) {
-        FailLocked(s, u, NeverTookPart(u, "never came"));
+      } else if (now >= u.give_up_ns && !TakeLastComer(u)) {
+        MissedLocked(s, u, "never came", now);
       }
       return;
     }
@@ -406,9 +444,10 @@ fabric::Provider* LateProviderFor(const sockaddr_storage& peer) {
 }
 
 const std::string& FallbackReason(const SanSocket& s) {
-  if (s.late_made.load(std::memory_order_acquire) &&
-      s.late->phase.load(std::memory_order_acquire) == LatePhase::kFailed) {
-    return s.late->failure;
+  if (s.late_made.load(std::memory_order_acquire)) {
+    const LateUpgrade& u = *s.late;
+    if (u.phase.load(std::memory_order_acquire) == LatePhase::kFailed) return u.failure;
+    if (const std::string* missed = u.missed.load(std::memory_order_acquire)) return *missed;
   }
   return s.fallback_reason;
 }
@@ -483,11 +522,20 @@ bool DriveLateSide(SanSocket& s) {
   return u.phase.load() == LatePhase::kReady;
 }
 
-void OpenLateSide(SanSocket& s) {
+void LowerEndDue(SanSocket& s) {
   LateUpgrade& u = *s.late;
+  const LatePhase phase = u.phase.load();
+  if (phase != LatePhase::kWaiting && phase != LatePhase::kListening) return;
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);
-  if (!lock.owns_lock() || u.phase.load() != LatePhase::kWaiting) return;
-  // Only the lower end's step happens here: the upper end dials from its own data calls.
+  if (!lock.owns_lock()) {
+    // A data call is taking a step. A try's end is looked at again soon: that call may have come
+    // just before it, and be the application's last for a long while.
+    if (phase == LatePhase::kListening) {
+      Runtime::Get().connections().ScheduleLate(s.fd.load(), s.id, NowNs() + kMs);
+    }
+    return;
+  }
+  // Only the lower end's steps happen here: the upper end dials from its own data calls.
   if (LearnRoles(s, u).ok() && u.lower) late::Advance(s, u);
 }
 

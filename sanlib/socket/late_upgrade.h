@@ -22,6 +22,11 @@
 //     bytes or calls, at once): a connection idle past the delay and then used for a moment (one
 //     request of a pool's idle connection) stays TCP, and 10,000 of them used at once do not all
 //     try to move (each try a connect refused while the lower end waits its turn).
+//     A *try* lasts SAN_UPGRADE_TRY_MS at each end (the lower end's rendezvous open, the upper
+//     end dialling). One that met no peer -- the lower end opened while its peer sat idle in a
+//     pool, or the peer is not sanlib -- is not the end: that end waits again, and tries anew
+//     once its own application has been in use for the delay (or proved the connection again by
+//     bytes or calls), kMaxTries in all; then the connection stays TCP for good.
 //  2. Each end then *switches*, both directions at once, at a moment when none of its threads is
 //     inside a kernel call on the socket: it reads from the kernel how many bytes it has written
 //     to the TCP socket (TCP_INFO bytes acked + SIOCOUTQ) and how many it has consumed (bytes
@@ -108,8 +113,12 @@ struct LateUpgrade {
   // The next step's time: written under mu, read without it by LateStep's first look (a data
   // call that is not due takes no lock) while the connection thread may be taking a step.
   std::atomic<uint64_t> next_ns;
-  uint64_t give_up_ns = 0;
-  uint32_t attempts = 0;
+  uint64_t give_up_ns = 0;  // the end of this try (the lower end's listen, the upper end's dials)
+  uint32_t attempts = 0;    // the upper end's dials in this try
+  uint32_t tries = 0;       // tries that met no peer
+  // Set once a try met no peer, while the next is awaited: why the connection is on TCP (one of
+  // two texts that live as long as the library; read without mu by FallbackReason).
+  std::atomic<const std::string*> missed{nullptr};
   int token = 0;  // the private listener at the connection thread
   std::unique_ptr<proto::Stream> stream;
   fabric::Provider* provider = nullptr;
@@ -163,10 +172,12 @@ void AwaitPeerWindow(SanSocket& s);
 // move up and talks in band).
 bool FinishLateUpgrade(SanSocket& s);
 
-// The connection thread's step when the delay has passed: opens the lower end's private
-// rendezvous (the upper end connects from its own next call; this thread never waits for a
-// peer). Does nothing if another thread is taking a step.
-void OpenLateSide(SanSocket& s);
+// The connection thread's step at a lower end's due time: at the delay, opens its first try's
+// private rendezvous (the upper end connects from its own calls; this thread never waits for a
+// peer); at the end of a try, closes the rendezvous nobody came to (its listener slot is one of
+// ConnectionThread::kMaxLateListeners: an idle application must not keep it). Does nothing if
+// another thread is taking a step.
+void LowerEndDue(SanSocket& s);
 
 // The connection thread's step once the upper end came to the lower end's private rendezvous:
 // the lower end takes its half and switches as soon as the upper end's WAKEUP is there, without

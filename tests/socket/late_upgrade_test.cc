@@ -1,8 +1,9 @@
 // Late upgrade (socket/late_upgrade.h): with SAN_SETUP=late every connection starts on kernel TCP
 // and both ends move it to shm once it has lived SAN_UPGRADE_DELAY_US. Checked here: a short
 // connection never leaves TCP; a long one moves on both ends with every byte in its place, in
-// the middle of a ping-pong, of a one-way bulk stream and of a blocked reader's wait; a peer
-// that is not sanlib keeps it TCP without a hang.
+// the middle of a ping-pong, of a one-way bulk stream and of a blocked reader's wait; a try
+// that met no peer is tried again once the connection is in use; a peer that is not sanlib keeps
+// it TCP without a hang, after a bounded number of tries.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -29,6 +30,7 @@
 static const bool kLateSetup = [] {
   setenv("SAN_SETUP", "late", 1);
   setenv("SAN_UPGRADE_DELAY_US", "2000", 1);
+  setenv("SAN_UPGRADE_TRY_MS", "400", 1);
   return true;
 }();
 
@@ -515,6 +517,42 @@ TEST(LateUpgrade, IdleConnectionUsedForAMomentStaysKernelTcp) {
   EXPECT_TRUE(DriveUpperEndToShm(m.upper));
 }
 
+// A lower end whose first try met no peer -- its upper end idle, as a pool's connection is, past
+// SAN_UPGRADE_TRY_MS -- is not TCP for good: it says so, and once both ends are in use it tries
+// again and the connection moves. Before, that lower end gave up at its first call ("never
+// came"), and a pooled connection idle for longer than the try never moved.
+TEST(LateUpgrade, ConnectionIdlePastTheLowerEndsTryMovesOnceInUse) {
+  MovedPair m;
+  ASSERT_NO_FATAL_FAILURE(MakePair(&m));
+  timeval bound{10, 0};
+  san_setsockopt(m.a, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  // No call on either end: the lower end's connection thread opens its side at the delay and
+  // closes it at the try's end (400 ms here).
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  san_info info{};
+  ASSERT_EQ(san_getinfo(m.lower, &info), 0);
+  EXPECT_EQ(info.mode, SAN_MODE_TCP);
+  EXPECT_NE(strstr(info.fallback, "never came; tries again when in use"), nullptr) << info.fallback;
+  // Both ends in use, their calls 0.5 ms apart (the delay is 2 ms).
+  for (int i = 0; i < 4000 && (ModeOf(m.upper) != SAN_MODE_SHM || ModeOf(m.lower) != SAN_MODE_SHM);
+       ++i) {
+    char unused;
+    san_recv(m.upper, &unused, 1, MSG_DONTWAIT);
+    san_recv(m.lower, &unused, 1, MSG_DONTWAIT);
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  ASSERT_EQ(ModeOf(m.upper), SAN_MODE_SHM);
+  ASSERT_EQ(ModeOf(m.lower), SAN_MODE_SHM);
+  std::vector<uint8_t> out(4096), in(4096);
+  for (size_t k = 0; k < out.size(); ++k) out[k] = Pattern(k);
+  ASSERT_TRUE(SendAll(m.upper, out.data(), out.size()));
+  ASSERT_TRUE(RecvAll(m.lower, in.data(), in.size()));
+  EXPECT_EQ(in, out);
+  ASSERT_TRUE(SendAll(m.lower, in.data(), in.size()));
+  ASSERT_TRUE(RecvAll(m.upper, out.data(), out.size()));
+  EXPECT_EQ(in, out);
+}
+
 // The lower end must give the move up after its peer switched: here a read the library did not
 // see (a raw system call) makes its count of the bytes read differ from the kernel's, and the
 // switch is refused. Staying kernel TCP would hand its program the peer's wake byte as data and
@@ -624,8 +662,8 @@ TEST(LateUpgrade, PeerKilledRightAfterItsMoveLeavesNoStrayByte) {
   }
 }
 
-// A peer that is not sanlib never opens its side: the connection stays kernel TCP, and nothing
-// waits for it.
+// A peer that is not sanlib never takes part: the connection stays kernel TCP, nothing waits for
+// it, and after its last try (4, each SAN_UPGRADE_TRY_MS) it says why.
 TEST(LateUpgrade, PlainPeerKeepsKernelTcp) {
   const int lfd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a = Loopback(0);
@@ -649,15 +687,19 @@ TEST(LateUpgrade, PlainPeerKeepsKernelTcp) {
   ASSERT_GE(fd, 0);
   const auto start = std::chrono::steady_clock::now();
   bool intact = true;
-  for (int i = 0; i < 300 && intact; ++i) {  // about 1.5 s: past every retry of the set-up
+  san_info info{};
+  // In use all along, every 5 ms: four tries of 0.4 s each, some 1.6 s, at most 8 s here.
+  for (int i = 0; i < 1600 && intact; ++i) {
     uint8_t out[32], in[32];
     for (size_t k = 0; k < sizeof out; ++k) out[k] = Pattern(i * 32 + k);
     intact = SendAll(fd, out, sizeof out) && RecvAll(fd, in, sizeof in) &&
              memcmp(in, out, sizeof in) == 0;
+    if (san_getinfo(fd, &info) != 0 || strncmp(info.fallback, "move failed", 11) == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_TRUE(intact);
-  EXPECT_EQ(ModeOf(fd), SAN_MODE_TCP);
+  EXPECT_EQ(info.mode, SAN_MODE_TCP);
+  EXPECT_NE(strstr(info.fallback, "in 4 tries (not a sanlib process?)"), nullptr) << info.fallback;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
   san_close(fd);
   waitpid(server, nullptr, 0);
