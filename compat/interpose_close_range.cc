@@ -13,7 +13,6 @@
 // CLOSE_RANGE_CLOEXEC only marks fds (ours are close-on-exec already): the kernel's call.
 // Without a high region (RLIMIT_NOFILE below 1024 or unlimited), ours cannot be told from the
 // program's: SAN sockets are closed properly and the rest goes to the kernel as asked.
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -29,6 +28,7 @@
 #include "compat/managed.h"
 #include "compat/real_calls.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/open_fds.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 
@@ -38,37 +38,14 @@ using san::compat::Real;
 
 namespace {
 
-// The open fds in [first, last], from /proc/self/fd (raw getdents64: no allocation in a child
-// about to exec). False if /proc cannot be read.
-bool OpenFds(unsigned first, unsigned last, std::vector<int>* out) {
-  const int dir = static_cast<int>(
-      syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir < 0) return false;
-  alignas(8) char buf[4096];
-  for (;;) {
-    const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long at = 0; at < n;) {
-      const auto* d = reinterpret_cast<const dirent64*>(buf + at);
-      at += d->d_reclen;
-      char* end = nullptr;
-      const long fd = strtol(d->d_name, &end, 10);
-      if (end == d->d_name || *end != '\0' || fd == dir) continue;
-      if (fd >= static_cast<long>(first) && fd <= static_cast<long>(last)) {
-        out->push_back(static_cast<int>(fd));
-      }
-    }
-  }
-  syscall(SYS_close, dir);
-  return true;
-}
-
 int CloseRange(unsigned first, unsigned last, int flags) {
   auto kernel = [&](unsigned a, unsigned b, int f) {
     return Real().close_range ? Real().close_range(a, b, f)
                               : static_cast<int>(syscall(SYS_close_range, a, b, f));
   };
-  if (!san::Runtime::IfCreated() || (flags & CLOSE_RANGE_CLOEXEC) || first > last) {
+  // A vfork child closes its own copies, ours too; what they belong to is its parent's (runtime.h).
+  if (!san::Runtime::IfCreated() || (flags & CLOSE_RANGE_CLOEXEC) || first > last ||
+      san::Runtime::InVforkChild()) {
     return kernel(first, last, flags);
   }
   if (flags & ~CLOSE_RANGE_UNSHARE) {
@@ -80,7 +57,7 @@ int CloseRange(unsigned first, unsigned last, int flags) {
   const unsigned top = high > 0 ? std::min(last, static_cast<unsigned>(high) - 1) : last;
   if (first > top) return 0;  // only our region: nothing of the program's to close
   std::vector<int> fds;
-  if (!OpenFds(first, top, &fds)) {
+  if (!san::OpenFds(first, top, &fds)) {
     // No /proc: SAN sockets the proper way, then the kernel's call below our region, around the
     // few of ours from 1,024 up.
     san::Runtime::Get().table().ForEachNumber([&](int fd, san::SanSocket*) {

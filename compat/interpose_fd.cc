@@ -25,6 +25,7 @@ namespace {
 int Duplicate(int fd, int target, int flags, bool is_dup3) {
   auto call = [&] { return is_dup3 ? Real().dup3(fd, target, flags) : Real().dup2(fd, target); };
   if (Real().fcntl(fd, F_GETFD) < 0 || (is_dup3 && (flags & ~O_CLOEXEC))) return call();
+  if (san::Runtime::InVforkChild()) return call();  // the table is the parent's (runtime.h)
   san::Release(target);
   san::EpollClosed(target);
   const int result = call();

@@ -320,7 +320,8 @@ bool EpollSet::RegistrationsAreOursLocked() const {
 
 void EpollSet::Forget(int epfd) {
   Registry& r = Sets();
-  if (!r.sets.Find(epfd)) return;
+  // A vfork child closes its own copy of the set: the set is its parent's (runtime.h).
+  if (!r.sets.Find(epfd) || Runtime::InVforkChild()) return;
   std::unique_lock<std::shared_mutex> lock(r.lifetime);
   delete r.sets.Remove(epfd);
 }

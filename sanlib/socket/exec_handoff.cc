@@ -19,6 +19,7 @@
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/open_fds.h"
 #include "sanlib/socket/exec_image.h"
 #include "sanlib/socket/fork_holders.h"
 #include "sanlib/socket/runtime.h"
@@ -88,7 +89,11 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
   if (!rt) return nullptr;
   std::unique_ptr<ExecHandoff> h(new ExecHandoff());
   h->vfork_child_ = rt->pid() != getpid();
-  if (!h->vfork_child_) h->pin_ = rt->table().Pin();
+  if (h->vfork_child_) {
+    h->SwapInVforkChild(*rt);
+    return h->swapped_.empty() ? nullptr : std::move(h);
+  }
+  h->pin_ = rt->table().Pin();
   // Every connected SAN socket, with those of its numbers the new image inherits (maybe none).
   struct Candidate {
     std::vector<int> inherited;
@@ -115,7 +120,7 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
     const bool on_stdio = !c.inherited.empty() && c.inherited.front() <= STDERR_FILENO;
     // Only a real process that alone holds the connection, with no other thread asleep on it,
     // may hand it on (to the new image's layer, or to the kernel socket).
-    const bool may_hand_on = !h->vfork_child_ && MayHandOn(*s);
+    const bool may_hand_on = MayHandOn(*s);
     const bool may_move = new_image_runs_layer && may_hand_on;
     // To the kernel socket: not when the peer is one of our own sockets (this thread, in exec,
     // would have to answer its own MOVE), and a failed exec must find such a pair as it was.
@@ -139,7 +144,6 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
         on_stdio && now < stdio_deadline ? static_cast<int>((stdio_deadline - now) / 1000000) : 0;
     bool moved = false;
     const char* why = !new_image_runs_layer ? "the new image does not load sanlib"
-                      : h->vfork_child_     ? "vfork child"
                                             : "another process holds it, or it is in use";
     if ((may_move || may_go_tcp) && h->CheckSole(*s, wait_ms)) {
       if (may_move) {
@@ -241,10 +245,44 @@ bool ExecHandoff::Move(SanSocket& s, std::vector<int> numbers, bool close_on_arr
   return true;
 }
 
+void ExecHandoff::SwapInVforkChild(Runtime& rt) {
+  // The kernel sockets of the parent's SAN connections, by inode: learned by the sweep, or read
+  // from the parent's fd of the same number (this child's may have changed).
+  std::vector<ino_t> connections;
+  rt.table().ForEachNumber([&](int fd, SanSocket* s) {
+    if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
+    ino_t ino = s->kernel_ino.load();
+    char path[64];
+    struct stat st {};
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", rt.pid(), fd);
+    if (ino == 0 && stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) ino = st.st_ino;
+    if (ino != 0) connections.push_back(ino);
+  });
+  if (connections.empty()) return;
+  std::vector<int> open;
+  const int high = HighFdBase();
+  if (!OpenFds(0, high > 0 ? static_cast<unsigned>(high) - 1 : ~0u, &open)) return;
+  for (int fd : open) {
+    struct stat st {};
+    if (CloseOnExec(fd) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+        std::find(connections.begin(), connections.end(), st.st_ino) == connections.end()) {
+      continue;
+    }
+    SAN_LOG_INFO(
+        "exec: fd %d's SAN connection cannot follow into the new image (vfork child); "
+        "it gets a reset socket",
+        fd);
+    Swap(fd);
+  }
+}
+
 void ExecHandoff::Swap(int number) {
   // The sweep must not learn the placeholder as the socket, should the exec fail and the socket
-  // come back: learned now (IsGhost's first look).
-  if (SanSocket* s = Runtime::Get().table().Find(number)) (void)IsGhost(number, *s);
+  // come back: learned now (IsGhost's first look). Not in a vfork child: the socket is its
+  // parent's, and so is what it learned.
+  if (SanSocket* s = vfork_child_ ? nullptr : Runtime::Get().table().Find(number)) {
+    (void)IsGhost(number, *s);
+  }
   UniqueFd saved(DupHigh(number));
   UniqueFd placeholder = MakeResetSocket();
   if (!saved.valid() || !placeholder.valid() || Dup3(placeholder.get(), number) < 0) {

@@ -41,7 +41,11 @@
 // nothing is lost either way.
 //
 // vfork(): a vfork child runs in its parent's memory, so it must change nothing the parent will
-// find (Runtime::pid() tells): it only swaps placeholders into its own fd table.
+// find (Runtime::pid() tells): it only swaps placeholders into its own fd table -- at each of its
+// inherited numbers that names one of the parent's SAN connections, found by the kernel socket's
+// identity, not by the table's numbers: the child's own closes, dup2s and dups went to the kernel
+// alone (Runtime::InVforkChild), so the table no longer describes its fd table (Python's
+// subprocess closes every fd but the ones it keeps, and dup2s a connection given as stdin to 0).
 //
 // Thread-safety: Prepare/Abandon run on the exec'ing thread; the table is pinned meanwhile (a
 // close() on another thread waits). Another thread still sending on a connection that moves after
@@ -60,6 +64,8 @@
 #include "sanlib/socket/san_socket.h"
 
 namespace san {
+
+class Runtime;
 
 class ExecHandoff {
  public:
@@ -95,6 +101,8 @@ class ExecHandoff {
   // Whether we are the only process holding `s`, waiting up to wait_ms for the others to go.
   bool CheckSole(SanSocket& s, int wait_ms);
   void Swap(int number);
+  // A vfork child's whole hand-off (above).
+  void SwapInVforkChild(Runtime& rt);
   bool Move(SanSocket& s, std::vector<int> numbers, bool close_on_arrival);
   bool WriteMemfd(const std::vector<std::byte>& bytes);
 

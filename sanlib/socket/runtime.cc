@@ -106,6 +106,12 @@ void Runtime::CheckMissedFork() {
   if (rt && rt->pid() != ThisPid()) rt->AdoptMissedFork();  // no syscall (common/this_pid.h)
 }
 
+bool Runtime::InVforkChild() {
+  Runtime* rt = IfCreated();
+  // A raw clone's child (not sharing our memory) sees its own pid through ThisPid: not a vfork.
+  return rt && ThisPid() == rt->pid() && rt->pid() != static_cast<int>(::syscall(SYS_getpid));
+}
+
 void Runtime::AdoptMissedFork() {
   fork_alone_ = false;  // the locks are taken below, as the handlers would have
   table_.LockAfterMissedFork();

@@ -54,6 +54,15 @@ class Runtime {
   // reset -- a lock libc's malloc or a provider held on another thread at the moment of a raw
   // clone -- stays the caller's risk, as with any raw clone of a multithreaded process.
   static void CheckMissedFork();
+  // Whether this is a vfork() child: Python's subprocess (since 3.10), and any program that
+  // vforks, closes and dup2s fds in the child before its exec. It runs in its parent's memory
+  // (the socket table, the streams' mappings, the epoll sets) with its own fd table, so sanlib
+  // must change nothing there: its close of a SAN socket is the kernel's close of its own copy
+  // (san::Close unmapped the parent's segment and sent the peer a FIN: the parent's connection
+  // was reset), and its dup and dup2 are the kernel's. One system call (common/this_pid.h: the
+  // cached pid is shared with a vfork child), asked only by calls that would change sanlib's
+  // state, never on the data path.
+  static bool InVforkChild();
 
   // _exit() and _Exit() (interposed by the compatibility layer): no atexit handler runs, but the
   // process's SAN_REPORT line is still written -- vsftpd's sessions, for one, end with _exit.

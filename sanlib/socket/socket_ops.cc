@@ -465,7 +465,7 @@ bool DropOwnHold(SanSocket& s, proto::Stream& stream) {
 void NoteDuplicate(int fd, int dup_fd) {
   Runtime* rt = Runtime::IfCreated();
   SanSocket* s = rt ? rt->table().Find(fd) : nullptr;
-  if (!s || dup_fd == fd) return;
+  if (!s || dup_fd == fd || Runtime::InVforkChild()) return;
   if (rt->table().Find(dup_fd)) ReleaseGhost(dup_fd);  // the kernel just gave that number out
   s->fd_count.fetch_add(1);
   if (!rt->table().InsertAs(dup_fd, s)) {
@@ -569,6 +569,7 @@ void SweepGhosts() {
 }
 
 int Close(int fd) {
+  if (Runtime::InVforkChild()) return kernel::close(fd);  // its own copy; the rest is the parent's
   Runtime::CheckMissedFork();
   Release(fd);
   EpollClosed(fd);

@@ -362,6 +362,92 @@ TEST(ExecTest, CloseOnExecSocketEndsWithEof) {
   close(fd);
 }
 
+// Python's subprocess (3.10 on) starts children with vfork(): the child runs in the parent's
+// memory, closes every fd it does not keep and dup2s stdin, then execs. Those calls reach the
+// layer, and once changed sanlib's state under the parent: the child's close of the connection
+// unmapped the parent's segment and sent our end a FIN, and the connection was reset (any python
+// program under sanrun that ran a command in the middle of a connection). Now they are the
+// kernel's alone (Runtime::InVforkChild): the parent's connection carries on over shm, byte-exact;
+// a child given the connection as its stdin gets a reset socket (exec_handoff.h), never a silent
+// kernel socket it would wait on forever (cat, under a 20 s timeout here).
+TEST(ExecTest, PythonSubprocessInTheMiddleOfAConnectionLeavesItWhole) {
+  if (!Installed("python3")) GTEST_SKIP() << "python3 not installed";
+  Listener listener;
+  const std::string report = TempPath("vfork.report");
+  unlink(report.c_str());
+  const std::string script =
+      "import socket, subprocess, sys\n"
+      "c = socket.create_connection(('127.0.0.1', " +
+      std::to_string(listener.port()) +
+      "))\n"
+      "n, spawned = 0, False\n"
+      "while True:\n"
+      "    d = c.recv(65536)\n"
+      "    if not d: break\n"
+      "    c.sendall(d)\n"
+      "    n += len(d)\n"
+      "    if n >= 1 << 19 and not spawned:\n"
+      "        spawned = True\n"
+      "        subprocess.run(['/bin/true'], check=True)\n"
+      "        subprocess.run(['/bin/true'], pass_fds=(c.fileno(),), check=True)\n"
+      "        r = subprocess.run(['/bin/cat'], stdin=c, stdout=subprocess.DEVNULL,\n"
+      "                           stderr=subprocess.DEVNULL, timeout=20)\n"
+      "        if r.returncode == 0: sys.exit(3)\n"
+      "c.close()\n";
+  Spawned client({SAN_SANRUN, "--set", "SAN_SETUP=eager", "--", "python3", "-c", script},
+                 {"SAN_REPORT=" + report}, TempPath("vfork.log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Output();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  const std::vector<char> data = Pattern(1u << 20, 11);
+  ExpectEcho(fd, data);
+  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
+  EXPECT_EQ(err, 0) << "expected python's EOF: " << strerror(err);
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  close(fd);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
+  const Usage python = UsageOf(report, "python3");
+  EXPECT_EQ(python.shm_connections, 1u) << client.Output();
+  EXPECT_EQ(python.shm_bytes_received, data.size());
+  EXPECT_EQ(python.shm_bytes_sent, data.size());
+  unlink(report.c_str());
+}
+
+// The same in an asyncio program (both ends of the connection in it, its event loop on epoll): the
+// vfork child's closes reached the loop's epoll set and both sockets, and the program hung.
+TEST(ExecTest, PythonAsyncioSubprocessKeepsTheLoopAndItsConnection) {
+  if (!Installed("python3")) GTEST_SKIP() << "python3 not installed";
+  const std::string report = TempPath("asyncio.report");
+  unlink(report.c_str());
+  const std::string script =
+      "import asyncio, subprocess\n"
+      "async def echo(r, w):\n"
+      "    while d := await r.read(65536):\n"
+      "        w.write(d)\n"
+      "        await w.drain()\n"
+      "    w.close()\n"
+      "async def main():\n"
+      "    srv = await asyncio.start_server(echo, '127.0.0.1', 0)\n"
+      "    r, w = await asyncio.open_connection(*srv.sockets[0].getsockname())\n"
+      "    for i in range(200):\n"
+      "        w.write(bytes([i]) * 1000)\n"
+      "        await w.drain()\n"
+      "        assert await r.readexactly(1000) == bytes([i]) * 1000\n"
+      "        if i == 100: subprocess.run(['/bin/true'], check=True)\n"
+      "    w.close()\n"
+      "    srv.close()\n"
+      "asyncio.run(main())\n";
+  Spawned program({SAN_SANRUN, "--set", "SAN_SETUP=eager", "--", "python3", "-c", script},
+                  {"SAN_REPORT=" + report}, TempPath("asyncio.log"));
+  EXPECT_EQ(program.Wait(kWaitMs), 0) << program.Output();
+  const Usage python = UsageOf(report, "python3");
+  EXPECT_EQ(python.shm_connections, 2u) << program.Output();
+  EXPECT_EQ(python.shm_bytes_sent, 2u * 200 * 1000);
+  unlink(report.c_str());
+}
+
 // SAN_INHERIT is input to every preloaded program: a value that is not what an exec of ours
 // left is reported and ignored, and the fd it names is not touched.
 TEST(ExecTest, BadInheritVariableIsIgnored) {

@@ -1,0 +1,16 @@
+// OpenFds: which fds a process has open, read from /proc/self/fd with raw getdents64 (no
+// allocation beyond the caller's vector, which it may reserve): for code that runs in a child
+// about to exec, where the heap may be its parent's (vfork) -- close_range's interposer, the exec
+// hand-off of a vfork child.
+// Thread-safety: reentrant; the answer is a snapshot.
+#pragma once
+
+#include <vector>
+
+namespace san {
+
+// Appends the open fds in [first, last] to `out` (the directory's own fd excluded). False if
+// /proc cannot be read.
+bool OpenFds(unsigned first, unsigned last, std::vector<int>* out);
+
+}  // namespace san
