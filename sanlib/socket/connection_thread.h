@@ -129,9 +129,9 @@ class ConnectionThread {
   // at once is a server or a pool, and worth a thread (each close also looks through the queue).
   static constexpr size_t kMaxUnservedLate = 64;
   // A late upgrade candidate (late_upgrade.h): at `due_ns` this thread takes the lower end's
-  // timed step (LowerEndDue: opens its side, so that the move does not wait for the application's
-  // next call there, or closes a side nobody came to). Queued also while no thread runs
-  // (StartIfLateDue); more than kMaxUnservedLate queued then starts it.
+  // timed step (LowerEndDue: closes a side nobody came to, or opens one that waited its turn).
+  // Queued also while no thread runs (StartIfLateDue); more than kMaxUnservedLate queued then
+  // starts it.
   void ScheduleLate(int fd, uint64_t socket_id, uint64_t due_ns);
   // A late candidate whose channel is under way (the lower end's peer came, or the upper end's
   // request went out): if the application has not switched it kDriveAfterNs from now, this

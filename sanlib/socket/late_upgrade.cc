@@ -266,10 +266,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (now < u.next_ns && !ProvedByUse(u)) return;
       if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
-      // The lower end's first try opens by time (its connection thread: an application asleep
-      // in the kernel never calls); every other try waits for use.
-      const bool by_time = u.lower && u.tries == 0;
-      if (!by_time && !ProvedByUse(u) && !InUseForTheDelay(u, now)) return;
+      if (!ProvedByUse(u) && !InUseForTheDelay(u, now)) return;
       if (u.lower &&
           rt.connections().late_listener_count() >= ConnectionThread::kMaxLateListeners) {
         // Enough moves in flight: this one waits its turn (the upper end's attempts meanwhile
@@ -454,14 +451,12 @@ const std::string& FallbackReason(const SanSocket& s) {
 
 void ConsiderLateUpgrade(SanSocket& s, bool active, const sockaddr_storage& peer,
                          fabric::Provider* provider) {
-  Runtime& rt = Runtime::Get();
   if (!provider) return;
   const uint64_t now = NowNs();
   s.late = std::make_unique<LateUpgrade>(active, peer, now, now + late::DelayNs());
   s.late->provider = provider;
   s.late_made.store(true, std::memory_order_release);
   s.late_pending.store(true, std::memory_order_release);
-  rt.connections().ScheduleLate(s.fd, s.id, s.late->next_ns);
 }
 
 void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {

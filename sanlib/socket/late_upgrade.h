@@ -10,23 +10,24 @@
 //
 // How, for one connection between this host's processes A and B (both sanlib):
 //  1. Each end becomes a candidate when it settles on kernel TCP (connect or accept) with a local
-//     peer. At its first data call after the delay (or once the connection has carried
-//     SAN_UPGRADE_BYTES: a blocking bulk send is cut there, so the rest of a large transfer can
-//     go over shm), the lower end (by address and port) opens a
+//     peer. Each end *tries* once its application has been using the connection for the delay,
+//     its calls never a delay apart (a *spell of use*), or at once when the connection has proved
+//     itself by SAN_UPGRADE_BYTES (a blocking bulk send is cut there, so the rest of a large
+//     transfer can go over shm) or SAN_UPGRADE_CALLS. The lower end (by address and port) opens a
 //     rendezvous private to the connection -- an shm listener whose name derives from the 4-tuple
 //     (fabric/address.h PrivateRendezvousAddress) -- served by its connection thread; the upper
 //     end connects to it (retrying with backoff while the lower end is not there yet) with the
 //     4-tuple as its request: both now hold the two halves of a stream, and neither has sent its
-//     WAKEUP. The upper end connects by time only once its application has been using the
-//     connection for the delay, its calls never a delay apart (a *spell of use*; proved by its
-//     bytes or calls, at once): a connection idle past the delay and then used for a moment (one
-//     request of a pool's idle connection) stays TCP, and 10,000 of them used at once do not all
-//     try to move (each try a connect refused while the lower end waits its turn).
-//     A *try* lasts SAN_UPGRADE_TRY_MS at each end (the lower end's rendezvous open, the upper
-//     end dialling). One that met no peer -- the lower end opened while its peer sat idle in a
-//     pool, or the peer is not sanlib -- is not the end: that end waits again, and tries anew
-//     once its own application has been in use for the delay (or proved the connection again by
-//     bytes or calls), kMaxTries in all; then the connection stays TCP for good.
+//     WAKEUP. A connection in use is in use at both ends (a request is read, a reply written;
+//     a stream is read), so their spells start within a round trip of each other and their tries
+//     meet. An idle connection makes no try and costs nothing (no listener slot, no timer): one
+//     idle past the delay and then used for a moment (one request of a pool's idle connection)
+//     stays TCP, and 10,000 of them used at once do not all try to move.
+//     A try lasts SAN_UPGRADE_TRY_MS at each end (the lower end's rendezvous open, closed at the
+//     end by its connection thread; the upper end dialling). One that met no peer -- the peer
+//     stopped calling, or is not sanlib -- is not the end: that end waits again, and tries anew
+//     at its next spell of use (or once the connection proved itself again by bytes or calls),
+//     kMaxTries in all; then the connection stays TCP for good.
 //  2. Each end then *switches*, both directions at once, at a moment when none of its threads is
 //     inside a kernel call on the socket: it reads from the kernel how many bytes it has written
 //     to the TCP socket (TCP_INFO bytes acked + SIOCOUTQ) and how many it has consumed (bytes
@@ -172,11 +173,11 @@ void AwaitPeerWindow(SanSocket& s);
 // move up and talks in band).
 bool FinishLateUpgrade(SanSocket& s);
 
-// The connection thread's step at a lower end's due time: at the delay, opens its first try's
-// private rendezvous (the upper end connects from its own calls; this thread never waits for a
-// peer); at the end of a try, closes the rendezvous nobody came to (its listener slot is one of
-// ConnectionThread::kMaxLateListeners: an idle application must not keep it). Does nothing if
-// another thread is taking a step.
+// The connection thread's step at a lower end's due time: at the end of a try, closes the
+// rendezvous nobody came to (its listener slot is one of ConnectionThread::kMaxLateListeners: an
+// application that stopped calling must not keep it); for a lower end waiting its turn for a
+// slot, opens its side if its application is still in use. Does nothing if another thread is
+// taking a step.
 void LowerEndDue(SanSocket& s);
 
 // The connection thread's step once the upper end came to the lower end's private rendezvous:

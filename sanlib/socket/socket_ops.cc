@@ -175,12 +175,10 @@ void StartThreadIfConnectionNeedsIt(SanSocket& s, bool active) {
   // A process that put its connection thread off (ConnectionThread::StartsWithFirstSocket) starts
   // it for
   // - the first connection that stays kernel TCP for good: sanstat asks the thread for the reason;
-  // - the first late candidate it connected: a client may hold its connection idle in a call
-  //   sanlib does not see (sockperf sleeps 2 s after connecting), and the thread opens a lower
-  //   end's side at its due time; without it the peer's attempts, backing off, came after the
-  //   whole run. An accepted candidate does not start it: a server waits in accept(), or in the
-  //   recv, poll and epoll waits that start it once a candidate is due (StartIfLateDue), so an
-  //   accept-then-fork server stays single-threaded.
+  // - the first late candidate it connected: sanstat asks the thread about it too, and its move
+  //   needs it (the lower end's rendezvous, the drive of a switch) -- though that would start it
+  //   then. An accepted candidate does not start it, so an accept-then-fork server stays
+  //   single-threaded until a connection of its moves.
   if (s.mode.load(std::memory_order_acquire) != SocketMode::kTcp || (s.late && !active)) return;
   if (Status st = Runtime::Get().connections().EnsureRunning(); !st.ok()) {
     SAN_LOG_WARN("connection thread: %s", st.ToString().c_str());

@@ -330,17 +330,28 @@ struct MovedPair {
   }
 };
 
-// Makes data calls on the upper end of a connection past the delay, 0.5 ms apart, until it has
-// switched (it reaches the lower end's private rendezvous in one of them); false if it never did.
-bool DriveUpperEndToShm(int upper) {
-  // Its calls come closer together than the delay (2 ms here): the upper end dials once it has
-  // been in use for the delay (late_upgrade.h), not at a call after a pause as long.
-  for (int i = 0; i < 4000 && ModeOf(upper) != SAN_MODE_SHM; ++i) {
+// Makes data calls on the upper end of a connection, 0.5 ms apart, until it has switched (it
+// reaches the lower end's private rendezvous in one of them); false if it never did. `lower`, if
+// given (its end in this process), is called on too, with MSG_PEEK (its bytes stay for the test).
+// Both ends try once in use for the delay (2 ms here), their calls never that far apart
+// (late_upgrade.h): an end the test leaves alone makes no try.
+bool DriveUpperEndToShm(int upper, int lower = -1, int max_calls = 4000) {
+  for (int i = 0; i < max_calls && ModeOf(upper) != SAN_MODE_SHM; ++i) {
     char unused;
     san_recv(upper, &unused, 1, MSG_DONTWAIT);
+    if (lower >= 0) san_recv(lower, &unused, 1, MSG_DONTWAIT | MSG_PEEK);
     if (ModeOf(upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   return ModeOf(upper) == SAN_MODE_SHM;
+}
+
+// Keeps the lower end in use (peeking calls 0.5 ms apart) for `ms`, the upper end left alone.
+void UseLowerEndAlone(int lower, int ms) {
+  for (int i = 0; i < ms * 2; ++i) {
+    char unused;
+    san_recv(lower, &unused, 1, MSG_DONTWAIT | MSG_PEEK);
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
 }
 
 // A connected pair, its ends told apart.
@@ -370,7 +381,7 @@ void MoveUpperEnd(MovedPair* m, size_t sent_first = 0,
   ASSERT_TRUE(SendAll(m->upper, out.data(), out.size()));
   if (before_move) before_move();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
-  ASSERT_TRUE(DriveUpperEndToShm(m->upper));
+  ASSERT_TRUE(DriveUpperEndToShm(m->upper, m->lower));
 }
 
 // A program must never find nothing to read where poll said readable. The end that moves first
@@ -514,34 +525,29 @@ TEST(LateUpgrade, IdleConnectionUsedForAMomentStaysKernelTcp) {
   EXPECT_EQ(ModeOf(m.upper), SAN_MODE_TCP);
   EXPECT_EQ(ModeOf(m.lower), SAN_MODE_TCP);
   // In use from here on, its calls closer together than the delay: it moves.
-  EXPECT_TRUE(DriveUpperEndToShm(m.upper));
+  EXPECT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
 }
 
-// A lower end whose first try met no peer -- its upper end idle, as a pool's connection is, past
-// SAN_UPGRADE_TRY_MS -- is not TCP for good: it says so, and once both ends are in use it tries
-// again and the connection moves. Before, that lower end gave up at its first call ("never
-// came"), and a pooled connection idle for longer than the try never moved.
-TEST(LateUpgrade, ConnectionIdlePastTheLowerEndsTryMovesOnceInUse) {
+// A try that met no peer -- the lower end in use while its upper end's program makes no call (it
+// sat idle in a pool, say) -- is not the end: the lower end says so, and once both ends are in
+// use it tries again and the connection moves. Before, that lower end gave up for good ("never
+// came") at its try's end, and the connection never moved.
+TEST(LateUpgrade, TryThatMetNoPeerIsMadeAgainWhenInUse) {
   MovedPair m;
   ASSERT_NO_FATAL_FAILURE(MakePair(&m));
   timeval bound{10, 0};
   san_setsockopt(m.a, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
-  // No call on either end: the lower end's connection thread opens its side at the delay and
-  // closes it at the try's end (400 ms here).
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // Its try opens at the delay (2 ms) and ends 400 ms later, closed by its connection thread.
+  UseLowerEndAlone(m.lower, 600);
   san_info info{};
   ASSERT_EQ(san_getinfo(m.lower, &info), 0);
   EXPECT_EQ(info.mode, SAN_MODE_TCP);
-  EXPECT_NE(strstr(info.fallback, "never came; tries again when in use"), nullptr) << info.fallback;
-  // Both ends in use, their calls 0.5 ms apart (the delay is 2 ms).
-  for (int i = 0; i < 4000 && (ModeOf(m.upper) != SAN_MODE_SHM || ModeOf(m.lower) != SAN_MODE_SHM);
-       ++i) {
-    char unused;
-    san_recv(m.upper, &unused, 1, MSG_DONTWAIT);
-    san_recv(m.lower, &unused, 1, MSG_DONTWAIT);
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  EXPECT_NE(strstr(info.fallback, "never came; tries again when in use"), nullptr)
+      << info.fallback;
+  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
+  for (int i = 0; i < 200 && ModeOf(m.lower) != SAN_MODE_SHM; ++i) {
+    UseLowerEndAlone(m.lower, 5);  // the upper end's wake byte is its cue; its thread's too
   }
-  ASSERT_EQ(ModeOf(m.upper), SAN_MODE_SHM);
   ASSERT_EQ(ModeOf(m.lower), SAN_MODE_SHM);
   std::vector<uint8_t> out(4096), in(4096);
   for (size_t k = 0; k < out.size(); ++k) out[k] = Pattern(k);
@@ -551,6 +557,18 @@ TEST(LateUpgrade, ConnectionIdlePastTheLowerEndsTryMovesOnceInUse) {
   ASSERT_TRUE(SendAll(m.lower, in.data(), in.size()));
   ASSERT_TRUE(RecvAll(m.upper, out.data(), out.size()));
   EXPECT_EQ(in, out);
+}
+
+// An idle connection makes no try: its upper end, driven alone, dials a lower end that never
+// opened (its program made no call) and stays TCP.
+TEST(LateUpgrade, EndWhoseProgramMakesNoCallMakesNoTry) {
+  MovedPair m;
+  ASSERT_NO_FATAL_FAILURE(MakePair(&m));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(DriveUpperEndToShm(m.upper, -1, 200));  // 100 ms of calls: dials all refused
+  EXPECT_EQ(ModeOf(m.lower), SAN_MODE_TCP);
+  // Both in use: it moves.
+  EXPECT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
 }
 
 // The lower end must give the move up after its peer switched: here a read the library did not
@@ -617,7 +635,10 @@ int EndOfAMoveWithTheUpperEndKilled(int lfd, uint16_t port, bool client) {
     if (!DriveUpperEndToShm(fd)) return 5;
     kill(getpid(), SIGKILL);
   }
-  // The lower end makes no call until the peer is dead: its connection thread takes its steps.
+  // The lower end is in use long enough to open its side (the delay is 2 ms; the upper end
+  // dials 20 ms from now), then makes no call until the peer is dead: its connection thread
+  // takes its steps.
+  UseLowerEndAlone(fd, 10);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::vector<uint8_t> in(kSent + 64);
   size_t got = 0;
