@@ -542,8 +542,7 @@ TEST(LateUpgrade, TryThatMetNoPeerIsMadeAgainWhenInUse) {
   san_info info{};
   ASSERT_EQ(san_getinfo(m.lower, &info), 0);
   EXPECT_EQ(info.mode, SAN_MODE_TCP);
-  EXPECT_NE(strstr(info.fallback, "never came; tries again when in use"), nullptr)
-      << info.fallback;
+  EXPECT_NE(strstr(info.fallback, "never came; tries again when in use"), nullptr) << info.fallback;
   ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
   for (int i = 0; i < 200 && ModeOf(m.lower) != SAN_MODE_SHM; ++i) {
     UseLowerEndAlone(m.lower, 5);  // the upper end's wake byte is its cue; its thread's too
