@@ -337,20 +337,25 @@ TEST(ExecTest, StdioProgramUsesInheritedConnection) {
   unlink(report.c_str());
 }
 
+// `python3 -c` under sanrun (eager set-up: the connection is on shm from its start), the script
+// `body` after a prologue that connects `var` to our listener on `port`.
+std::vector<std::string> PythonConnected(uint16_t port, const std::string& var,
+                                         const std::string& body) {
+  const std::string script = "import os, socket, subprocess, sys\n" + var +
+                             " = socket.create_connection(('127.0.0.1', " + std::to_string(port) +
+                             "))\n" + body;
+  return {SAN_SANRUN, "--set", "SAN_SETUP=eager", "--", "python3", "-c", script};
+}
+
 // All the program's numbers for the socket are close-on-exec (python's sockets are): the new
 // image only closes it, and we read what was sent before the exec, then EOF -- not a reset.
 TEST(ExecTest, CloseOnExecSocketEndsWithEof) {
   if (!Installed("python3")) GTEST_SKIP() << "python3 not installed";
   Listener listener;
-  const std::string script =
-      "import os, socket\n"
-      "s = socket.create_connection(('127.0.0.1', " +
-      std::to_string(listener.port()) +
-      "))\n"
-      "s.sendall(b'sent-before-exec')\n"
-      "os.execv('/bin/true', ['true'])\n";
-  Spawned client({SAN_SANRUN, "--set", "SAN_SETUP=eager", "--", "python3", "-c", script}, {},
-                 TempPath("cloexec.log"));
+  Spawned client(PythonConnected(listener.port(), "s",
+                                 "s.sendall(b'sent-before-exec')\n"
+                                 "os.execv('/bin/true', ['true'])\n"),
+                 {}, TempPath("cloexec.log"));
   const int fd = listener.Accept();
   ASSERT_GE(fd, 0) << client.Output();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
@@ -376,10 +381,6 @@ TEST(ExecTest, PythonSubprocessInTheMiddleOfAConnectionLeavesItWhole) {
   const std::string report = TempPath("vfork.report");
   unlink(report.c_str());
   const std::string script =
-      "import socket, subprocess, sys\n"
-      "c = socket.create_connection(('127.0.0.1', " +
-      std::to_string(listener.port()) +
-      "))\n"
       "n, spawned = 0, False\n"
       "while True:\n"
       "    d = c.recv(65536)\n"
@@ -394,8 +395,8 @@ TEST(ExecTest, PythonSubprocessInTheMiddleOfAConnectionLeavesItWhole) {
       "                           stderr=subprocess.DEVNULL, timeout=20)\n"
       "        if r.returncode == 0: sys.exit(3)\n"
       "c.close()\n";
-  Spawned client({SAN_SANRUN, "--set", "SAN_SETUP=eager", "--", "python3", "-c", script},
-                 {"SAN_REPORT=" + report}, TempPath("vfork.log"));
+  Spawned client(PythonConnected(listener.port(), "c", script), {"SAN_REPORT=" + report},
+                 TempPath("vfork.log"));
   const int fd = listener.Accept();
   ASSERT_GE(fd, 0) << client.Output();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
