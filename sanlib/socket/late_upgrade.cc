@@ -134,6 +134,17 @@ bool ProvedByUse(const LateUpgrade& u) {
   return ProvedByBytes(u) || (calls != 0 && u.calls.load(std::memory_order_relaxed) >= calls);
 }
 
+// Whether the upper end's dials had slowed past the delay and the connection has carried bytes
+// since the last one: the peer's program came to life. sockperf's client sleeps 2 s after its
+// warm-up while its server spins on the socket: the server's end, in use, dialled a lower end
+// not open yet until its dials were 1.6 s apart, and the client's end, opening once in use, was
+// found only after the 1 s run (1 run in 10 with SAN_SPIN_US=10 s). Once per try: a peer that is
+// not sanlib never opens.
+bool PeerCameToLife(const LateUpgrade& u) {
+  const uint64_t at = u.carried_at_slow_dial.load(std::memory_order_relaxed);
+  return at != LateUpgrade::kNoWatch && u.carried.load(std::memory_order_relaxed) != at;
+}
+
 // Our end's address (roles known).
 const sockaddr_storage& OwnAddress(const LateUpgrade& u) {
   return u.lower ? u.tuple.server : u.tuple.client;
@@ -179,6 +190,8 @@ void MissedLocked(SanSocket& s, LateUpgrade& u, const char* what, uint64_t now) 
   SAN_LOG_INFO("fd %d: the peer %s (try %u of %u): tries again when the connection is in use",
                s.fd.load(), what, u.tries, kMaxTries);
   u.attempts = 0;
+  u.woke_this_try = false;
+  u.carried_at_slow_dial.store(LateUpgrade::kNoWatch, std::memory_order_relaxed);
   u.carried.store(0, std::memory_order_relaxed);  // proved again only by what comes next
   u.calls.store(0, std::memory_order_relaxed);
   u.use_since_ns.store(now, std::memory_order_relaxed);  // a spell counts from here
@@ -234,7 +247,12 @@ void RetryOrFailLocked(SanSocket& s, LateUpgrade& u, const Status& why, uint64_t
   } else if (now >= u.give_up_ns) {
     MissedLocked(s, u, "never opened its side", now);
   } else {
-    u.next_ns = now + (kRetryBaseNs << std::min(u.attempts - 1, kDoublings));
+    const uint64_t wait = kRetryBaseNs << std::min(u.attempts - 1, kDoublings);
+    u.next_ns = now + wait;
+    // Slowed past the delay: watch for the peer's program coming to life (PeerCameToLife).
+    u.carried_at_slow_dial.store(
+        wait > late::DelayNs() && !u.woke_this_try ? u.carried.load() : LateUpgrade::kNoWatch,
+        std::memory_order_relaxed);
   }
 }
 
@@ -316,7 +334,12 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       return;
     }
     case LatePhase::kConnecting: {
-      if (now < u.next_ns) return;
+      if (now < u.next_ns) {
+        if (!PeerCameToLife(u)) return;
+        // Dial now, and again soon after, as at the try's start: its end opens within a delay.
+        u.woke_this_try = true;
+        u.attempts = 0;
+      }
       const sockaddr_in6 where = RendezvousOf(u);
       // Dialled first: until the lower end opens its side (it may wait its turn behind
       // kMaxLateListeners other moves) a refusal costs a socket and a connect, not a segment
@@ -336,6 +359,7 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       // cost a few ms per connection that moved: conn-bench hold's 10,000 idle connections,
       // echoing once each in order, took 0.4-1.9 s instead of TCP's 0.08 s.
       u.stream = std::move(r).value();
+      u.carried_at_slow_dial.store(LateUpgrade::kNoWatch, std::memory_order_relaxed);
       SetLatePhase(u.phase, LatePhase::kAnswering);
       // An application that makes no further call soon (an idle connection) is switched by the
       // connection thread: the lower end, holding its half, waits for our WAKEUP at its close.
@@ -571,7 +595,7 @@ bool LateStep(SanSocket& s) {
   if (phase < LatePhase::kReady) {
     const uint64_t now = NowNs();
     NoteCall(u, now);
-    if (now < u.next_ns && !ProvedByUse(u)) return false;
+    if (now < u.next_ns && !ProvedByUse(u) && !PeerCameToLife(u)) return false;
     if (u.forked.load(std::memory_order_relaxed) && now < u.hold_check_ns.load()) return false;
   }
   std::unique_lock<std::mutex> lock(u.mu, std::try_to_lock);

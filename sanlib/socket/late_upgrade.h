@@ -116,6 +116,13 @@ struct LateUpgrade {
   std::atomic<uint64_t> next_ns;
   uint64_t give_up_ns = 0;  // the end of this try (the lower end's listen, the upper end's dials)
   uint32_t attempts = 0;    // the upper end's dials in this try
+  // Once its dials have slowed past the delay, the carried count at the upper end's last dial:
+  // bytes since mean the peer's program came to life, and its end opens within a delay of use
+  // (the next dial is not left to the backoff: PeerCameToLife). kNoWatch otherwise. Written under
+  // mu, read by LateStep's first look.
+  static constexpr uint64_t kNoWatch = ~uint64_t{0};
+  std::atomic<uint64_t> carried_at_slow_dial{kNoWatch};
+  bool woke_this_try = false;  // the peer came to life once in this try (mu)
   uint32_t tries = 0;       // tries that met no peer
   // Set once a try met no peer, while the next is awaited: why the connection is on TCP (one of
   // two texts that live as long as the library; read without mu by FallbackReason).
