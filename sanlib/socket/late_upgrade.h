@@ -123,7 +123,7 @@ struct LateUpgrade {
   static constexpr uint64_t kNoWatch = ~uint64_t{0};
   std::atomic<uint64_t> carried_at_slow_dial{kNoWatch};
   bool woke_this_try = false;  // the peer came to life once in this try (mu)
-  uint32_t tries = 0;       // tries that met no peer
+  uint32_t tries = 0;          // tries that met no peer
   // Set once a try met no peer, while the next is awaited: why the connection is on TCP (one of
   // two texts that live as long as the library; read without mu by FallbackReason).
   std::atomic<const std::string*> missed{nullptr};
