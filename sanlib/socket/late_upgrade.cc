@@ -24,14 +24,14 @@ namespace san {
 namespace {
 
 constexpr uint64_t kMs = 1000000;
-// How many tries of a move each end makes (late_upgrade.h step 1): one at the delay, and more
-// each time the connection is in use again, for a peer that sat idle while we tried. Bounded, as
-// a peer that is not sanlib never takes part: each try holds a listener slot or makes a few dials.
+// How many tries of a move each end makes (late_upgrade.h step 1): one at its first spell of use,
+// and more at later ones, for a peer that stopped calling while we tried. Bounded, as a peer that
+// is not sanlib never takes part: each try holds a listener slot or makes a few dials.
 constexpr uint32_t kMaxTries = 4;
-// Within a try the upper end dials 0.1, 0.2, 0.4 ... ms apart, then every 1.6 s (the lower end
-// opens its side from its connection thread at the delay, or at a data call). The first dials
-// come soon: a connection proved by its bytes is in the middle of a bulk transfer, which may be
-// over in a few milliseconds.
+// Within a try the upper end dials 0.1, 0.2, 0.4 ... ms apart, then every 1.6 s, and at once
+// when its peer comes to life after the dials slowed (PeerCameToLife). The first dials come soon:
+// the lower end opens its side within a delay of use too, and a connection proved by its bytes is
+// in the middle of a bulk transfer, which may be over in a few milliseconds.
 constexpr uint64_t kRetryBaseNs = kMs / 10;
 constexpr uint32_t kDoublings = 14;
 // How long the upper end waits for the lower end's connection thread to answer its connect;
