@@ -77,12 +77,15 @@ void SwitchAbortedLocked(SanSocket& s, LateUpgrade& u, const std::string& why) {
   WakeSleepers(s);
 }
 
-// What sanstat says of a candidate whose last try met no peer (LateUpgrade::missed).
-// (Each fits san_info::fallback.)
-const std::string kNobodyCame =
-    "not moved to shm yet (late set-up): the peer never came; tries again when in use";
-const std::string kNobodyListened =
-    "not moved to shm yet (late set-up): the peer never listened; tries again when in use";
+// What sanstat says of a candidate whose last try met no peer (LateUpgrade::missed): texts that
+// are never destroyed (sanstat may ask while the process exits). Each fits san_info::fallback.
+const std::string& MissedText(bool lower) {
+  static const std::string* const came = new std::string(
+      "not moved to shm yet (late set-up): the peer never came; tries again when in use");
+  static const std::string* const listened = new std::string(
+      "not moved to shm yet (late set-up): the peer never listened; tries again when in use");
+  return lower ? *came : *listened;
+}
 
 // How long a try lasts (late_upgrade.h step 1).
 uint64_t TryNs() { return uint64_t{Runtime::Get().config().upgrade_try_ms} * kMs; }
@@ -196,7 +199,7 @@ void MissedLocked(SanSocket& s, LateUpgrade& u, const char* what, uint64_t now) 
   u.calls.store(0, std::memory_order_relaxed);
   u.use_since_ns.store(now, std::memory_order_relaxed);  // a spell counts from here
   u.next_ns = now + late::DelayNs();
-  u.missed.store(u.lower ? &kNobodyCame : &kNobodyListened, std::memory_order_release);
+  u.missed.store(&MissedText(u.lower), std::memory_order_release);
   SetLatePhase(u.phase, LatePhase::kWaiting);
 }
 
