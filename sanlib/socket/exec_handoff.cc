@@ -252,10 +252,12 @@ void ExecHandoff::SwapInVforkChild(Runtime& rt) {
   rt.table().ForEachNumber([&](int fd, SanSocket* s) {
     if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
     ino_t ino = s->kernel_ino.load();
-    char path[64];
-    struct stat st {};
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", rt.pid(), fd);
-    if (ino == 0 && stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) ino = st.st_ino;
+    if (ino == 0) {
+      char path[64];
+      struct stat st {};
+      snprintf(path, sizeof path, "/proc/%d/fd/%d", rt.pid(), fd);
+      if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) ino = st.st_ino;
+    }
     if (ino != 0) connections.push_back(ino);
   });
   if (connections.empty()) return;
