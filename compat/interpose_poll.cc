@@ -1,8 +1,10 @@
 // Interposed readiness calls: poll, ppoll, select, pselect (and the _FORTIFY_SOURCE __poll_chk,
 // __ppoll_chk). A set with no SAN connection in it goes to libc untouched; otherwise sanlib's poll
-// (socket/poll.cc) answers for SAN sockets and the kernel for the rest, in one call. select and
-// pselect are expressed as poll, with their own results: counts of set bits, EBADF for a closed fd
-// (POLLNVAL), and select's timeout updated to the time left, as Linux does.
+// (socket/poll.cc) answers for SAN sockets and the kernel for the rest, in one call. A kernel TCP
+// connection that may still move to shm (a late candidate: socket/late_upgrade.h) counts as a SAN
+// one: it may move while the program sleeps, and a switching peer's wake byte is no readiness.
+// select and pselect are expressed as poll, with their own results: counts of set bits, EBADF for a
+// closed fd (POLLNVAL), and select's timeout updated to the time left, as Linux does.
 #include <errno.h>
 #include <sys/select.h>
 
@@ -15,10 +17,10 @@
 #include "sanlib/common/clock.h"
 #include "sanlib/socket/socket_ops.h"
 
-using san::compat::KeepErrno;
-using san::compat::ManagedShm;
-using san::compat::Real;
 using san::TimeoutMs;
+using san::compat::KeepErrno;
+using san::compat::ManagedData;
+using san::compat::Real;
 
 extern "C" [[noreturn]] void __chk_fail(void);
 
@@ -27,7 +29,7 @@ namespace {
 bool AnySan(const pollfd* fds, nfds_t n) {
   if (!san::Runtime::IfCreated()) return false;
   for (nfds_t i = 0; i < n; ++i) {
-    if (ManagedShm(fds[i].fd)) return true;
+    if (ManagedData(fds[i].fd)) return true;
   }
   return false;
 }
@@ -36,7 +38,7 @@ bool AnySanIn(int nfds, const fd_set* r, const fd_set* w, const fd_set* e) {
   if (!san::Runtime::IfCreated()) return false;
   for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd) {
     if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
-        ManagedShm(fd)) {
+        ManagedData(fd)) {
       return true;
     }
   }

@@ -50,6 +50,9 @@ class WaitBudget {
   uint64_t start_;
 };
 
+// The shorter of two sleeps in milliseconds, -1 being no limit (poll's and epoll_wait's sense).
+inline int SoonerMs(int a, int b) { return a < 0 ? b : b < 0 ? a : (a < b ? a : b); }
+
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

@@ -80,6 +80,16 @@ void ConnectionThread::StartIfLateDue() {
   }
 }
 
+int ConnectionThread::MsUntilLateDue() const {
+  const uint64_t due = unserved_due_ns_.load(std::memory_order_relaxed);
+  if (due == kNoneDue) return -1;
+  const uint64_t now = NowNs();
+  // A due time passed already means StartIfLateDue could not start the thread: look in a while.
+  if (due <= now) return kLateNapMs;
+  const uint64_t ms = (due - now + 999'999) / 1'000'000;
+  return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
+}
+
 void ConnectionThread::ForgetLate(int fd, uint64_t socket_id) {
   if (unserved_due_ns_.load(std::memory_order_relaxed) == kNoneDue) return;
   std::lock_guard<std::mutex> lock(mu_);

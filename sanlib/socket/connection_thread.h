@@ -66,8 +66,12 @@ class ConnectionThread {
   // under the late set-up (StartIfLateDue starts it there).
   static bool StartsWithFirstSocket(bool late_setup);
   // Starts the thread if a late candidate queued while none ran (ScheduleLate) is due: called by
-  // the calls that wait on candidates, between their naps. One relaxed load when nothing waits.
+  // candidates' data calls and the calls that wait on candidates, before each sleep (which lasts
+  // no longer than MsUntilLateDue). One relaxed load when nothing waits.
   void StartIfLateDue();
+  // Milliseconds until StartIfLateDue has a thread to start (at least 1), or -1 if nothing is
+  // queued for one: how long a call that waits on candidates may sleep without a look.
+  int MsUntilLateDue() const;
   // A late candidate closed: its queued due time goes, if no thread runs to drop it when due.
   void ForgetLate(int fd, uint64_t socket_id);
   // Serves `listener` for the listening socket `listen_fd`, whose bound address is `addr`. A

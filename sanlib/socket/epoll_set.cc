@@ -15,6 +15,7 @@
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
+#include "sanlib/socket/late_kick.h"
 #include "sanlib/socket/late_phase.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
@@ -259,12 +260,29 @@ int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
   return kept;
 }
 
+bool EpollSet::WatchLateKick(int epfd) {
+  const int kick = late_kick::Fd();
+  if (kick < 0) return false;
+  std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
+  EpollSet* set = Find(epfd, false);
+  if (!set) return false;
+  if (set->late_kick_.load(std::memory_order_acquire) == kick) return true;
+  std::lock_guard<std::mutex> lock(set->mu_);
+  if (set->late_kick_.load() == kick) return true;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;  // every write is a new edge: nobody ever reads it
+  ev.data.u64 = kKickMarker;
+  if (kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, kick, &ev) != 0 && errno != EEXIST) return false;
+  set->late_kick_.store(kick, std::memory_order_release);
+  return true;
+}
+
 int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
                          const sigset_t* sigmask, KernelEpollWaits kernel_waits) {
-  // The common case -- kernel fds only, no kick -- reads no clock: the interposition adds nothing
-  // but the lookup that brought us here. The budget starts at the first kick (SAN members arrived
-  // while we slept in the kernel), so a kicked call can only last longer than asked, never return
-  // too soon.
+  // The common case -- kernel fds only, no candidate, no kick -- reads no clock: the interposition
+  // adds nothing but the lookup that brought us here. The budget starts at the first sleep on
+  // candidates, or at the first kick (SAN members arrived while we slept in the kernel), so a
+  // kicked call lasts longer than asked only by the time it took to come to the kernel.
   std::optional<WaitBudget> budget;
   int left = timeout_ms;
   for (;;) {
@@ -275,12 +293,25 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
     }
     // A member that may still move to shm (a late upgrade: socket/late_upgrade.h) can do so in
     // another thread's call while we sleep here, after which its kernel registration may never
-    // fire again (the peer's wake byte read, or its edge reported already): sleep in naps then,
-    // and look at the set again after each (RefreshLocked makes a moved member a SAN one).
+    // fire again (the peer's wake byte read, or its edge reported already). While no move of the
+    // process is under way, and none ended since the set last looked, the kernel's events are the
+    // whole truth and the kick ends the sleep when that changes (late_kick.h): the whole time,
+    // or until a candidate queued for a connection thread not started yet falls due. Otherwise,
+    // or with no kick, naps, and a look at the set after each (RefreshLocked makes a moved member
+    // a SAN one).
     const bool may_move = HasMembersThatMayMove(epfd);
-    if (may_move) Runtime::Get().connections().StartIfLateDue();
-    const int nap = may_move && (left < 0 || left > kLateNapMs) ? kLateNapMs : left;
+    std::optional<late_kick::Sleeper> kickable;
+    int nap = left;
+    if (may_move) {
+      ConnectionThread& connections = Runtime::Get().connections();
+      connections.StartIfLateDue();
+      if (!budget && left > 0) budget.emplace(timeout_ms);
+      if (WatchLateKick(epfd)) kickable.emplace();
+      nap = kickable && KernelEventsSuffice(epfd) ? SoonerMs(left, connections.MsUntilLateDue())
+                                                  : SoonerMs(left, kLateNapMs);
+    }
     const int n = kernel_waits.pwait(epfd, events, max_events, nap, sigmask);
+    kickable.reset();
     kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (n < 0 || (n == 0 && nap == left)) return n;
     const int kept = n > 0 ? SettleKernelEvents(epfd, events, DropKicks(events, n)) : 0;

@@ -84,8 +84,12 @@ class EpollSet {
   // kicked awake because SAN members arrived goes on in Wait for the rest of its time.
   static int KernelWait(int epfd, epoll_event* events, int max_events, int timeout_ms,
                         const sigset_t* sigmask, KernelEpollWaits kernel_waits);
-  // Removes our kick events from the n events the kernel returned; returns how many are left.
+  // Removes our kick events (the set's and the late kick) from the n events the kernel returned;
+  // returns how many are left.
   static int DropKicks(epoll_event* events, int n);
+  // Registers the process's late kick (late_kick.h) in epfd's kernel instance, once per kick; false
+  // if it cannot be (no kick, no set, the kernel refused): the caller naps.
+  static bool WatchLateKick(int epfd);
   // Of the n events the kernel returned, those of members that may move to shm (late upgrade
   // candidates): a readable one takes its move's step (SettleReadable), and a member on shm now
   // gets its events from SAN state instead -- none at all if the kernel's readiness was the
@@ -163,7 +167,8 @@ class EpollSet {
   WaiterSet sleepers_;  // threads asleep in Wait on this set
   int kick_ = -1;       // eventfd registered in the kernel instance (-1: not yet, or failed)
   bool kick_tried_ = false;
-  std::atomic<size_t> size_{0};  // members_.size(), for the lock-free Involved()
+  std::atomic<int> late_kick_{-1};  // the late kick registered in the kernel instance (-1: none)
+  std::atomic<size_t> size_{0};     // members_.size(), for the lock-free Involved()
   // Members not pending (their events come from here): while there are none, a waiter sleeps in
   // the kernel (KernelWait) and pending members' kernel registrations wake it.
   std::atomic<size_t> san_size_{0};

@@ -14,6 +14,8 @@
 // members: `LateQuiet(seen)` is true only if no candidate is moving now and none moved or settled
 // since.
 //
+// Every change also wakes the threads asleep in the kernel on candidates, if any (late_kick.h).
+//
 // Thread-safety: lock-free (seq_cst atomics); a fork child inherits the counts with the phases.
 #pragma once
 
@@ -35,7 +37,16 @@ enum class LatePhase : uint8_t {
 namespace late_activity {
 inline std::atomic<int> moving{0};           // candidates in a moving phase
 inline std::atomic<uint64_t> generation{0};  // bumped by every end of a move and shm settle
+inline std::atomic<int> sleepers{0};         // threads asleep on the kick (late_kick.h)
 }  // namespace late_activity
+
+// Writes the kick (late_kick.cc).
+void WakeLateSleepers();
+
+// After a change is published: ends the sleeps that did not see it.
+inline void KickLateSleepers() {
+  if (late_activity::sleepers.load() > 0) WakeLateSleepers();
+}
 
 inline bool IsMovingPhase(LatePhase p) {
   return p == LatePhase::kListening || p == LatePhase::kConnecting || p == LatePhase::kAnswering ||
@@ -43,7 +54,10 @@ inline bool IsMovingPhase(LatePhase p) {
 }
 
 // A socket settled on a stream (or a move ended): readers must look at their members again.
-inline void NoteReadinessChange() { late_activity::generation.fetch_add(1); }
+inline void NoteReadinessChange() {
+  late_activity::generation.fetch_add(1);
+  KickLateSleepers();
+}
 
 // The generation a reader records before it looks at its members.
 inline uint64_t ReadinessGeneration() { return late_activity::generation.load(); }
@@ -62,9 +76,10 @@ inline void SetLatePhase(std::atomic<LatePhase>& phase, LatePhase next) {
   if (is) {
     late_activity::moving.fetch_add(1);
   } else {
-    NoteReadinessChange();
+    late_activity::generation.fetch_add(1);
     late_activity::moving.fetch_sub(1);
   }
+  KickLateSleepers();
 }
 
 }  // namespace san

@@ -211,8 +211,9 @@ bool LateStep(SanSocket& s);
 // after a part, it returns the bytes sent so far and the caller sends the rest over the stream.
 constexpr int kLateSwitched = EXDEV;
 // How long a sleep that a candidate's move could leave without a wake-up lasts at a time before
-// it looks again: a blocking read on a candidate (here), a poll or an epoll_wait whose only
-// SAN-capable members are candidates (socket/poll.cc, socket/epoll_set.cc).
+// it looks again: a blocking read on a candidate whose move is under way (here), a poll or an
+// epoll_wait whose only SAN-capable members are candidates while a move of the process is under
+// way or without a kick (socket/late_kick.h, socket/poll.cc, socket/epoll_set.cc).
 constexpr int kLateNapMs = 5;
 ssize_t LateKernelSend(SanSocket& s, const iovec* iov, int iovcnt, int flags);
 ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags);

@@ -5,10 +5,17 @@
 // side shut for writing -> POLLOUT (a write then fails with EPIPE, as on TCP); both directions shut
 // -> POLLHUP; a broken connection -> POLLIN|POLLOUT|POLLHUP|POLLRDHUP, plus POLLERR until the
 // error has been reported once (SO_ERROR or a failed call).
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/kernel.h"
+#include "sanlib/socket/late_kick.h"
+#include "sanlib/socket/late_phase.h"
+#include "sanlib/socket/late_upgrade.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/spin_then_sleep.h"
@@ -56,6 +63,51 @@ struct Slot {
   nfds_t index;
   SanSocket* socket;  // nullptr: a kernel fd
 };
+
+// How a sleep of Poll's on kernel fds among which are candidates ended.
+struct CandidateSleep {
+  int rc;       // ppoll's result for the program's fds
+  bool whole;   // it was to last all the time left
+  bool kicked;  // a move's kick ended it
+};
+
+// One sleep on the program's fds while some are candidates (Poll, below): for all the time left
+// while LateQuiet(seen) holds -- the thread's wake-up eventfd polled with them, in PollSleepers --
+// else a nap. `scratch` holds the fds and the wake-up eventfd.
+CandidateSleep SleepOnCandidates(pollfd* fds, nfds_t nfds, int left, uint64_t seen,
+                                 const sigset_t* sigmask, std::vector<pollfd>* scratch) {
+  const int wake = ThisThreadWakeFd();
+  WaiterSet& sleepers = late_kick::PollSleepers();
+  const int slot = wake >= 0 ? sleepers.Add(wake) : -1;
+  std::optional<late_kick::Sleeper> counted;
+  if (slot >= 0) counted.emplace();
+  const bool quiet = slot >= 0 && LateQuiet(seen);
+  const int due = Runtime::Get().connections().MsUntilLateDue();
+  const int sleep = SoonerMs(left, quiet ? due : kLateNapMs);
+  CandidateSleep out{0, sleep == left, false};
+  if (slot < 0) {
+    out.rc = kernel::ppoll(fds, nfds, sleep, sigmask);
+    return out;
+  }
+  scratch->assign(fds, fds + nfds);
+  scratch->push_back(pollfd{wake, POLLIN, 0});
+  out.rc = kernel::ppoll(scratch->data(), scratch->size(), sleep, sigmask);
+  const int err = errno;
+  counted.reset();
+  sleepers.Remove(slot, wake);
+  if (out.rc < 0) {
+    errno = err;
+    return out;
+  }
+  for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = (*scratch)[i].revents;
+  if (scratch->back().revents) {
+    eventfd_t v;
+    eventfd_read(wake, &v);
+    out.kicked = true;
+    --out.rc;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -136,9 +188,12 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
     }
     return may_move;
   };
-  // Kernel fds only: the kernel's poll -- in naps while a candidate may move, since another
-  // thread's call may move it while we sleep, after which its kernel socket may never wake us
-  // (the peer's wake byte read, or come before we slept); each nap ends with a new look.
+  // Kernel fds only: the kernel's poll -- but a candidate may move in another thread's call while
+  // we sleep, after which its kernel socket may never wake us (the peer's wake byte read, or come
+  // before we slept). While no move of the process is under way, and none ended since we looked,
+  // the kernel's readiness is the whole truth and a move's kick ends the sleep (late_kick.h);
+  // otherwise, or with no kick, in naps. Each sleep that ends with nothing ready, a new look.
+  uint64_t seen = ReadinessGeneration();
   bool may_move = sort_fds();
   if (sans.empty()) {
     if (!may_move) return kernel::ppoll(fds, nfds, timeout_ms, sigmask);
@@ -146,13 +201,16 @@ int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {
     for (;;) {
       Runtime::Get().connections().StartIfLateDue();
       const int left = naps.remaining_ms();
-      const int nap = left < 0 || left > kLateNapMs ? kLateNapMs : left;
-      const int rc = kernel::ppoll(fds, nfds, nap, sigmask);
-      if (rc > 0 && MovedOnReadiness(fds, nfds)) {
+      const CandidateSleep slept = SleepOnCandidates(fds, nfds, left, seen, sigmask, &kernel_fds);
+      // The kernel's readiness is the whole truth while no move was under way: a readable
+      // candidate's step is taken only otherwise (a look at 1,000 readable ones at every poll
+      // counted them all as in use, and their tries kept the process in naps).
+      if (slept.rc > 0 && !LateQuiet(seen) && MovedOnReadiness(fds, nfds)) {
         may_move = sort_fds();
         break;  // one moved: the SAN way, which asks it what is ready
       }
-      if (rc != 0 || nap == left) return rc;
+      if (slept.rc != 0 || (slept.whole && !slept.kicked)) return slept.rc;
+      seen = ReadinessGeneration();
       may_move = sort_fds();
       if (!sans.empty()) break;  // moved: the SAN way, for the time that is left
       if (!may_move) return kernel::ppoll(fds, nfds, naps.remaining_ms(), sigmask);

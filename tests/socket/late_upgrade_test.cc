@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,7 @@
 
 #include "san/san.h"
 #include "support/inet.h"
+#include "support/late_pair.h"
 #include "support/san_loopback.h"
 
 // Before sanlib reads its configuration (on the first san_* call).
@@ -36,23 +39,17 @@ static const bool kLateSetup = [] {
 
 namespace {
 
+using san::testing_support::DriveUpperEndToShm;
+using san::testing_support::LatePair;
 using san::testing_support::Loopback;
+using san::testing_support::MakeLatePair;
+using san::testing_support::SanModeOf;
 
 uint8_t Pattern(size_t i) { return static_cast<uint8_t>(i * 131 + (i >> 9)); }
 
 int Listen(uint16_t* port) { return san::testing_support::SanListenLoopback(port); }
 
-int Connect(uint16_t port) {
-  const int fd = san::testing_support::SanConnectLoopback(port);
-  timeval bound{10, 0};  // a broken move must fail the test, not hang it
-  if (fd >= 0) san_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
-  return fd;
-}
-
-int ModeOf(int fd) {
-  san_info info{};
-  return san_getinfo(fd, &info) == 0 ? info.mode : -1;
-}
+int Connect(uint16_t port) { return san::testing_support::SanConnectBounded(port); }
 
 bool SendAll(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -85,7 +82,7 @@ bool RecvAll(int fd, uint8_t* p, size_t n) {
     if (n <= 0) break;
     if (!SendAll(c, buf.data(), static_cast<size_t>(n))) ok = false;
   }
-  const char out[2] = {static_cast<char>(ModeOf(c)), ok ? 'y' : 'n'};
+  const char out[2] = {static_cast<char>(SanModeOf(c)), ok ? 'y' : 'n'};
   if (write(report, out, 2) != 2) _exit(3);
   san_close(c);
   _exit(0);
@@ -169,7 +166,7 @@ TEST(LateUpgrade, ShortConnectionStaysKernelTcp) {
   ASSERT_TRUE(SendAll(p.fd, &out, 1));
   ASSERT_TRUE(RecvAll(p.fd, &in, 1));
   EXPECT_EQ(in, out);
-  EXPECT_EQ(ModeOf(p.fd), SAN_MODE_TCP);
+  EXPECT_EQ(SanModeOf(p.fd), SAN_MODE_TCP);
   const Verdict v = p.Finish();
   EXPECT_TRUE(v.intact);
   EXPECT_EQ(v.mode, SAN_MODE_TCP);
@@ -192,7 +189,7 @@ EchoResult Echo(EchoPair& p, size_t total, size_t chunk, int pause_us) {
     r.intact = SendAll(p.fd, out.data(), chunk) && RecvAll(p.fd, in.data(), chunk) && in == out;
     if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
   }
-  r.client_mode = ModeOf(p.fd);
+  r.client_mode = SanModeOf(p.fd);
   r.server = p.Finish();
   return r;
 }
@@ -208,7 +205,7 @@ void EchoAcrossTheMove(size_t total, size_t chunk, int pause_us) {
     if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
   }
   EXPECT_TRUE(intact);
-  EXPECT_EQ(ModeOf(p.fd), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(p.fd), SAN_MODE_SHM);
   const Verdict v = p.Finish();
   EXPECT_TRUE(v.intact);
   EXPECT_EQ(v.mode, SAN_MODE_SHM);
@@ -273,7 +270,7 @@ TEST(LateUpgrade, OneWayBulkStreamAcrossTheMove) {
     // The receiver reports the end it saw by closing; our mode is the exit status.
     uint8_t byte;
     (void)san_recv(c, &byte, 1, 0);
-    _exit(ModeOf(c) == SAN_MODE_SHM ? 0 : 1);
+    _exit(SanModeOf(c) == SAN_MODE_SHM ? 0 : 1);
   }
   const int fd = Connect(port);
   ASSERT_GE(fd, 0);
@@ -288,7 +285,7 @@ TEST(LateUpgrade, OneWayBulkStreamAcrossTheMove) {
   }
   EXPECT_TRUE(intact) << "at byte " << got;
   EXPECT_EQ(got, kTotal);
-  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(fd), SAN_MODE_SHM);
   san_close(fd);
   int status = 0;
   waitpid(sender, &status, 0);
@@ -312,37 +309,10 @@ TEST(LateUpgrade, BlockedReaderIsWokenWhenThePeerMoves) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_TRUE(intact);
-  EXPECT_EQ(ModeOf(p.fd), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(p.fd), SAN_MODE_SHM);
   const Verdict v = p.Finish();
   EXPECT_TRUE(v.intact);
   EXPECT_EQ(v.mode, SAN_MODE_SHM);
-}
-
-// A connection past the delay whose upper end (the greater port, both on 127.0.0.1) has moved:
-// its data calls reached the lower end's private rendezvous, and it switched first.
-struct MovedPair {
-  int lfd = -1, c = -1, a = -1;
-  int upper = -1, lower = -1;
-  ~MovedPair() {
-    for (int fd : {c, a, lfd}) {
-      if (fd >= 0) san_close(fd);
-    }
-  }
-};
-
-// Makes data calls on the upper end of a connection, 0.5 ms apart, until it has switched (it
-// reaches the lower end's private rendezvous in one of them); false if it never did. `lower`, if
-// given (its end in this process), is called on too, with MSG_PEEK (its bytes stay for the test).
-// Both ends try once in use for the delay (2 ms here), their calls never that far apart
-// (late_upgrade.h): an end the test leaves alone makes no try.
-bool DriveUpperEndToShm(int upper, int lower = -1, int max_calls = 4000) {
-  for (int i = 0; i < max_calls && ModeOf(upper) != SAN_MODE_SHM; ++i) {
-    char unused;
-    san_recv(upper, &unused, 1, MSG_DONTWAIT);
-    if (lower >= 0) san_recv(lower, &unused, 1, MSG_DONTWAIT | MSG_PEEK);
-    if (ModeOf(upper) != SAN_MODE_SHM) std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
-  return ModeOf(upper) == SAN_MODE_SHM;
 }
 
 // Keeps the lower end in use (peeking calls 0.5 ms apart) for `ms`, the upper end left alone.
@@ -354,28 +324,11 @@ void UseLowerEndAlone(int lower, int ms) {
   }
 }
 
-// A connected pair, its ends told apart.
-void MakePair(MovedPair* m) {
-  uint16_t port = 0;
-  m->lfd = Listen(&port);
-  ASSERT_GE(m->lfd, 0);
-  m->c = Connect(port);
-  ASSERT_GE(m->c, 0);
-  m->a = san_accept(m->lfd, nullptr, nullptr);
-  ASSERT_GE(m->a, 0);
-  sockaddr_in local{};
-  socklen_t len = sizeof local;
-  ASSERT_EQ(getsockname(m->c, reinterpret_cast<sockaddr*>(&local), &len), 0);
-  const bool client_upper = ntohs(local.sin_port) > port;
-  m->upper = client_upper ? m->c : m->a;
-  m->lower = client_upper ? m->a : m->c;
-}
-
 // `sent_first`: bytes the upper end sends over TCP (Pattern) before it moves; `before_move` runs
 // once they were sent.
-void MoveUpperEnd(MovedPair* m, size_t sent_first = 0,
+void MoveUpperEnd(LatePair* m, size_t sent_first = 0,
                   const std::function<void()>& before_move = nullptr) {
-  ASSERT_NO_FATAL_FAILURE(MakePair(m));
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(m));
   std::vector<uint8_t> out(sent_first);
   for (size_t k = 0; k < sent_first; ++k) out[k] = Pattern(k);
   ASSERT_TRUE(SendAll(m->upper, out.data(), out.size()));
@@ -389,7 +342,7 @@ void MoveUpperEnd(MovedPair* m, size_t sent_first = 0,
 // readiness belongs to the move, not to the program (wrk counted the EAGAIN that followed it as a
 // read error).
 TEST(LateUpgrade, PeersWakeByteAloneIsNoReadiness) {
-  MovedPair m;
+  LatePair m;
   ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m));
   const int upper = m.upper, lower = m.lower;
   pollfd p{lower, POLLIN, 0};
@@ -403,14 +356,14 @@ TEST(LateUpgrade, PeersWakeByteAloneIsNoReadiness) {
   EXPECT_EQ(san_poll(&p, 1, 5000), 1);
   EXPECT_EQ(san_recv(lower, &got, 1, MSG_DONTWAIT), 1);
   EXPECT_EQ(got, 'z');
-  EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(lower), SAN_MODE_SHM);
 }
 
 // The same with epoll, the lower end registered while it was a kernel TCP candidate: the kernel's
 // readiness is passed on as it is only while no move of the process is under way (late_phase.h);
 // this one is, so the wake byte is taken for the move's.
 TEST(LateUpgrade, PeersWakeByteAloneIsNoEpollReadiness) {
-  MovedPair m;
+  LatePair m;
   const int ep = san_epoll_create1(0);
   ASSERT_GE(ep, 0);
   ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m, 0, [&] {
@@ -431,8 +384,76 @@ TEST(LateUpgrade, PeersWakeByteAloneIsNoEpollReadiness) {
   EXPECT_TRUE(got[0].events & EPOLLIN);
   EXPECT_EQ(san_recv(m.lower, &c, 1, MSG_DONTWAIT), 1);
   EXPECT_EQ(c, 'z');
-  EXPECT_EQ(ModeOf(m.lower), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
   san_close(ep);
+}
+
+// The voluntary context switches the calling thread made so far (each sleep that ended is one).
+long ThreadSleepsSoFar() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_nvcsw;
+}
+
+// Waits up to `timeout_ms` for `fd` to be readable with san_epoll_wait (a set made for the call)
+// or san_poll: what the call returned (1: readable).
+int WaitReadable(bool epoll, int fd, int timeout_ms) {
+  if (!epoll) {
+    pollfd p{fd, POLLIN, 0};
+    return san_poll(&p, 1, timeout_ms);
+  }
+  const int ep = san_epoll_create1(0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (ep < 0 || san_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) return -1;
+  epoll_event got{};
+  const int n = san_epoll_wait(ep, &got, 1, timeout_ms);
+  san_close(ep);
+  return n == 1 && got.data.fd == fd && (got.events & EPOLLIN) ? 1 : n == 1 ? -1 : n;
+}
+
+class LateSleep : public ::testing::TestWithParam<bool> {};  // true: epoll, false: poll
+INSTANTIATE_TEST_SUITE_P(Waits, LateSleep, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "Epoll" : "Poll");
+                         });
+
+// A thread asleep in epoll_wait or poll on an idle candidate sleeps for its whole timeout: nothing
+// can move while no move is under way, and a move that starts kicks it (late_kick.h). It used to
+// wake every 5 ms to look (an idle server holding candidates woke 200 times a second).
+TEST_P(LateSleep, WaitOnAnIdleCandidateSleepsItsWholeTimeout) {
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
+  const long before = ThreadSleepsSoFar();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(WaitReadable(GetParam(), m.a, 400), 0);
+  const auto took = std::chrono::steady_clock::now() - start;
+  const long sleeps = ThreadSleepsSoFar() - before;
+  EXPECT_GE(took, std::chrono::milliseconds(400));
+  EXPECT_LE(sleeps, 3) << "the wait woke " << sleeps << " times in 400 ms";
+  EXPECT_EQ(SanModeOf(m.a), SAN_MODE_TCP);
+}
+
+// A thread asleep on the upper end while the test's thread moves it: the upper end switches first
+// and gets no wake byte on its kernel socket, so nothing of the kernel's wakes the sleeper; the
+// move's kick must, or the peer's message over shm is never reported.
+TEST_P(LateSleep, SleeperIsWokenWhenAnotherThreadMovesItsCandidate) {
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
+  int reported = -2;
+  std::thread sleeper([&] { reported = WaitReadable(GetParam(), m.upper, 5000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep, and past the delay
+  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the sleeper looks again
+  ASSERT_EQ(san_send(m.lower, "k", 1, 0), 1);
+  sleeper.join();
+  ASSERT_EQ(reported, 1) << "the sleeper was not woken by the move";
+  char c = 0;
+  EXPECT_EQ(san_recv(m.upper, &c, 1, MSG_DONTWAIT), 1);
+  EXPECT_EQ(c, 'k');
+  EXPECT_EQ(SanModeOf(m.upper), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
 }
 
 // An EPOLL_CTL_MOD that asks for what a kernel TCP candidate's registration holds already is not
@@ -446,7 +467,7 @@ TEST(LateUpgrade, EpollModAfterAForkReachesTheKernel) {
   ASSERT_GE(c, 0);
   const int a = san_accept(lfd, nullptr, nullptr);
   ASSERT_GE(a, 0);
-  ASSERT_EQ(ModeOf(a), SAN_MODE_TCP);
+  ASSERT_EQ(SanModeOf(a), SAN_MODE_TCP);
   const int ep = san_epoll_create1(0);
   ASSERT_GE(ep, 0);
   auto ctl = [&](int op, uint32_t events) {
@@ -474,7 +495,7 @@ TEST(LateUpgrade, EpollModAfterAForkReachesTheKernel) {
   ASSERT_EQ(ctl(EPOLL_CTL_MOD, EPOLLIN | EPOLLOUT), 0);
   EXPECT_EQ(wait(0), static_cast<uint32_t>(EPOLLOUT))
       << "our MOD was taken for one that changes nothing";
-  EXPECT_EQ(ModeOf(a), SAN_MODE_TCP);
+  EXPECT_EQ(SanModeOf(a), SAN_MODE_TCP);
   for (int fd : {ep, a, c, lfd}) san_close(fd);
 }
 
@@ -483,7 +504,7 @@ TEST(LateUpgrade, EpollModAfterAForkReachesTheKernel) {
 // at the lower end's next call: a send in between returned EAGAIN, which sockperf took for a
 // message not sent (and then waited forever for its reply).
 TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
-  MovedPair m;
+  LatePair m;
   ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m));
   const int upper = m.upper, lower = m.lower;
   // The lower end makes its next call 1 ms from now (a blocking read: it takes the wake byte,
@@ -504,7 +525,7 @@ TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
   EXPECT_EQ(n, static_cast<ssize_t>(sizeof out)) << "errno " << err;
   EXPECT_TRUE(read_ok);
   EXPECT_EQ(memcmp(got, out, sizeof out), 0);
-  EXPECT_EQ(ModeOf(lower), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(lower), SAN_MODE_SHM);
 }
 
 // A connection idle past the delay and then used for a moment (a pooled connection's one
@@ -512,8 +533,8 @@ TEST(LateUpgrade, NonblockingSendRightAfterTheMoveIsTaken) {
 // delay. Before, it dialled at that first call, and its connection thread switched it a moment
 // later: 10,000 such connections all tried to move at once (conn-bench hold).
 TEST(LateUpgrade, IdleConnectionUsedForAMomentStaysKernelTcp) {
-  MovedPair m;
-  ASSERT_NO_FATAL_FAILURE(MakePair(&m));
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // ten delays, idle
   uint8_t byte = 7, echo = 0;
   ASSERT_TRUE(SendAll(m.upper, &byte, 1));
@@ -522,8 +543,8 @@ TEST(LateUpgrade, IdleConnectionUsedForAMomentStaysKernelTcp) {
   ASSERT_TRUE(RecvAll(m.upper, &echo, 1));
   EXPECT_EQ(echo, byte);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a move under way would finish
-  EXPECT_EQ(ModeOf(m.upper), SAN_MODE_TCP);
-  EXPECT_EQ(ModeOf(m.lower), SAN_MODE_TCP);
+  EXPECT_EQ(SanModeOf(m.upper), SAN_MODE_TCP);
+  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_TCP);
   // In use from here on, its calls closer together than the delay: it moves.
   EXPECT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
 }
@@ -533,8 +554,8 @@ TEST(LateUpgrade, IdleConnectionUsedForAMomentStaysKernelTcp) {
 // use it tries again and the connection moves. Before, that lower end gave up for good ("never
 // came") at its try's end, and the connection never moved.
 TEST(LateUpgrade, TryThatMetNoPeerIsMadeAgainWhenInUse) {
-  MovedPair m;
-  ASSERT_NO_FATAL_FAILURE(MakePair(&m));
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
   timeval bound{10, 0};
   san_setsockopt(m.a, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
   // Its try opens at the delay (2 ms) and ends 400 ms later, closed by its connection thread.
@@ -544,10 +565,10 @@ TEST(LateUpgrade, TryThatMetNoPeerIsMadeAgainWhenInUse) {
   EXPECT_EQ(info.mode, SAN_MODE_TCP);
   EXPECT_NE(strstr(info.fallback, "never came; tries again when in use"), nullptr) << info.fallback;
   ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
-  for (int i = 0; i < 200 && ModeOf(m.lower) != SAN_MODE_SHM; ++i) {
+  for (int i = 0; i < 200 && SanModeOf(m.lower) != SAN_MODE_SHM; ++i) {
     UseLowerEndAlone(m.lower, 5);  // the upper end's wake byte is its cue; its thread's too
   }
-  ASSERT_EQ(ModeOf(m.lower), SAN_MODE_SHM);
+  ASSERT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
   std::vector<uint8_t> out(4096), in(4096);
   for (size_t k = 0; k < out.size(); ++k) out[k] = Pattern(k);
   ASSERT_TRUE(SendAll(m.upper, out.data(), out.size()));
@@ -561,11 +582,11 @@ TEST(LateUpgrade, TryThatMetNoPeerIsMadeAgainWhenInUse) {
 // An idle connection makes no try: its upper end, driven alone, dials a lower end that never
 // opened (its program made no call) and stays TCP.
 TEST(LateUpgrade, EndWhoseProgramMakesNoCallMakesNoTry) {
-  MovedPair m;
-  ASSERT_NO_FATAL_FAILURE(MakePair(&m));
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(DriveUpperEndToShm(m.upper, -1, 200));  // 100 ms of calls: dials all refused
-  EXPECT_EQ(ModeOf(m.lower), SAN_MODE_TCP);
+  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_TCP);
   // Both in use: it moves.
   EXPECT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
 }
@@ -580,7 +601,7 @@ TEST(LateUpgrade, EndWhoseProgramMakesNoCallMakesNoTry) {
 // whichever takes the lower end's step (its program or its connection thread) finds it.
 TEST(LateUpgrade, LowerEndGivingUpAfterThePeerSwitchedReadsTcpBytesThenReset) {
   constexpr size_t kSent = 1000;
-  MovedPair m;
+  LatePair m;
   uint8_t first = 0;
   ssize_t raw = 0;
   ASSERT_NO_FATAL_FAILURE(MoveUpperEnd(&m, kSent, [&] {
@@ -601,7 +622,7 @@ TEST(LateUpgrade, LowerEndGivingUpAfterThePeerSwitchedReadsTcpBytesThenReset) {
   EXPECT_EQ(err, ECONNRESET) << strerror(err);
   ASSERT_EQ(got, kSent - 1) << "a stray wake byte, or bytes lost";
   for (size_t k = 0; k + 1 < kSent; ++k) ASSERT_EQ(in[k], Pattern(k + 1)) << "byte " << k;
-  EXPECT_EQ(ModeOf(m.lower), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
   ssize_t sent = 0;
   for (int i = 0; i < 200 && sent >= 0; ++i) {
     sent = san_send(m.upper, "x", 1, MSG_NOSIGNAL);
