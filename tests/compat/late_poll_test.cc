@@ -19,14 +19,6 @@
 #include "san/san.h"
 #include "support/late_pair.h"
 
-// Before sanlib reads its configuration (on its first call).
-static const bool kLateSetup = [] {
-  setenv("SAN_SETUP", "late", 1);
-  setenv("SAN_UPGRADE_DELAY_US", "2000", 1);
-  setenv("SAN_UPGRADE_TRY_MS", "400", 1);
-  return true;
-}();
-
 namespace {
 
 using san::testing_support::DriveUpperEndToShm;
@@ -56,25 +48,10 @@ INSTANTIATE_TEST_SUITE_P(Calls, LatePoll, ::testing::Values(true, false),
                            return std::string(i.param ? "Poll" : "Select");
                          });
 
-// A thread asleep on the upper end while another thread's calls move it: the upper end switches
-// first and gets no wake byte on its kernel socket, so only the move's kick can end the sleep.
+// A thread asleep in poll() or select() on a candidate another thread moves is woken.
 TEST_P(LatePoll, SleeperIsWokenWhenAnotherThreadMovesItsCandidate) {
-  LatePair m;
-  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
-  ASSERT_EQ(SanModeOf(m.upper), SAN_MODE_TCP);
-  int reported = -2;
-  std::thread sleeper([&] { reported = WaitReadable(GetParam(), m.upper, 5000); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep, and past the delay
-  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the sleeper looks again
-  ASSERT_EQ(send(m.lower, "k", 1, 0), 1);
-  sleeper.join();
-  ASSERT_EQ(reported, 1) << "the sleeper was not woken by the move";
-  char c = 0;
-  EXPECT_EQ(recv(m.upper, &c, 1, MSG_DONTWAIT), 1);
-  EXPECT_EQ(c, 'k');
-  EXPECT_EQ(SanModeOf(m.upper), SAN_MODE_SHM);
-  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
+  san::testing_support::CheckSleeperIsWokenByAMove(
+      [p = GetParam()](int fd, int timeout_ms) { return WaitReadable(p, fd, timeout_ms); });
 }
 
 // The lower end's kernel socket holds the upper end's wake byte once the upper end switched: that

@@ -29,14 +29,6 @@
 #include "support/late_pair.h"
 #include "support/san_loopback.h"
 
-// Before sanlib reads its configuration (on the first san_* call).
-static const bool kLateSetup = [] {
-  setenv("SAN_SETUP", "late", 1);
-  setenv("SAN_UPGRADE_DELAY_US", "2000", 1);
-  setenv("SAN_UPGRADE_TRY_MS", "400", 1);
-  return true;
-}();
-
 namespace {
 
 using san::testing_support::DriveUpperEndToShm;
@@ -435,25 +427,10 @@ TEST_P(LateSleep, WaitOnAnIdleCandidateSleepsItsWholeTimeout) {
   EXPECT_EQ(SanModeOf(m.a), SAN_MODE_TCP);
 }
 
-// A thread asleep on the upper end while the test's thread moves it: the upper end switches first
-// and gets no wake byte on its kernel socket, so nothing of the kernel's wakes the sleeper; the
-// move's kick must, or the peer's message over shm is never reported.
+// A thread asleep on a candidate another thread moves is woken (late_kick.h).
 TEST_P(LateSleep, SleeperIsWokenWhenAnotherThreadMovesItsCandidate) {
-  LatePair m;
-  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
-  int reported = -2;
-  std::thread sleeper([&] { reported = WaitReadable(GetParam(), m.upper, 5000); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep, and past the delay
-  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the sleeper looks again
-  ASSERT_EQ(san_send(m.lower, "k", 1, 0), 1);
-  sleeper.join();
-  ASSERT_EQ(reported, 1) << "the sleeper was not woken by the move";
-  char c = 0;
-  EXPECT_EQ(san_recv(m.upper, &c, 1, MSG_DONTWAIT), 1);
-  EXPECT_EQ(c, 'k');
-  EXPECT_EQ(SanModeOf(m.upper), SAN_MODE_SHM);
-  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
+  san::testing_support::CheckSleeperIsWokenByAMove(
+      [p = GetParam()](int fd, int timeout_ms) { return WaitReadable(p, fd, timeout_ms); });
 }
 
 // An EPOLL_CTL_MOD that asks for what a kernel TCP candidate's registration holds already is not

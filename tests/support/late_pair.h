@@ -1,8 +1,9 @@
 // Test support for the late set-up (socket/late_upgrade.h): a connected loopback pair of SAN
 // sockets in this process with its ends told apart (the upper end, the greater port, dials the
-// lower end's private rendezvous and switches first), and the calls that move it to shm. The
-// process must run with SAN_SETUP=late (and a short SAN_UPGRADE_DELAY_US) set before its first
-// san_* call. Test-only; link with san (or the compatibility layer).
+// lower end's private rendezvous and switches first), and the calls that move it to shm. A test
+// program that includes it runs with the late set-up, a 2 ms delay and 400 ms tries (set before
+// sanlib reads its configuration, at its first call). Test-only; link with san (or the
+// compatibility layer).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "san/san.h"
@@ -17,6 +20,13 @@
 #include "support/san_loopback.h"
 
 namespace san::testing_support {
+
+inline const bool kLateSetupForTests = [] {
+  setenv("SAN_SETUP", "late", 1);
+  setenv("SAN_UPGRADE_DELAY_US", "2000", 1);
+  setenv("SAN_UPGRADE_TRY_MS", "400", 1);
+  return true;
+}();
 
 // The socket's mode (SAN_MODE_TCP, SAN_MODE_SHM, ...), or -1 if sanlib does not know it.
 inline int SanModeOf(int fd) {
@@ -75,6 +85,31 @@ inline bool DriveUpperEndToShm(int upper, int lower = -1, int max_calls = 4000) 
     }
   }
   return SanModeOf(upper) == SAN_MODE_SHM;
+}
+
+// A thread asleep on the upper end of a new pair (`wait_readable(fd, timeout_ms)`: 1 once
+// readable) while the calling thread's calls move it: the upper end switches first and gets no
+// wake byte on its kernel socket, so nothing of the kernel's wakes the sleeper. The move's kick
+// (socket/late_kick.h) must, or the lower end's message over shm is never reported.
+inline void CheckSleeperIsWokenByAMove(const std::function<int(int fd, int timeout_ms)>& wait) {
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
+  ASSERT_EQ(SanModeOf(m.upper), SAN_MODE_TCP);
+  int reported = -2;
+  std::thread sleeper([&] { reported = wait(m.upper, 5000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep, and past the delay
+  const bool moved = DriveUpperEndToShm(m.upper, m.lower);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the sleeper looks again
+  const bool sent = san_send(m.lower, "k", 1, 0) == 1;
+  sleeper.join();
+  ASSERT_TRUE(moved);
+  ASSERT_TRUE(sent);
+  ASSERT_EQ(reported, 1) << "the sleeper was not woken by the move";
+  char c = 0;
+  EXPECT_EQ(san_recv(m.upper, &c, 1, MSG_DONTWAIT), 1);
+  EXPECT_EQ(c, 'k');
+  EXPECT_EQ(SanModeOf(m.upper), SAN_MODE_SHM);
+  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
 }
 
 }  // namespace san::testing_support
