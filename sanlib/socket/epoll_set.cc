@@ -263,17 +263,19 @@ int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
 bool EpollSet::WatchLateKick(int epfd) {
   const int kick = late_kick::Fd();
   if (kick < 0) return false;
+  // By process and number: a fork child's own kick may get the number its parent's had.
+  const uint64_t mine = uint64_t{static_cast<uint32_t>(ThisPid())} << 32 | uint32_t(kick);
   std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
   EpollSet* set = Find(epfd, false);
   if (!set) return false;
-  if (set->late_kick_.load(std::memory_order_acquire) == kick) return true;
+  if (set->late_kick_.load(std::memory_order_acquire) == mine) return true;
   std::lock_guard<std::mutex> lock(set->mu_);
-  if (set->late_kick_.load() == kick) return true;
+  if (set->late_kick_.load() == mine) return true;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLET;  // every write is a new edge: nobody ever reads it
   ev.data.u64 = kKickMarker;
   if (kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, kick, &ev) != 0 && errno != EEXIST) return false;
-  set->late_kick_.store(kick, std::memory_order_release);
+  set->late_kick_.store(mine, std::memory_order_release);
   return true;
 }
 

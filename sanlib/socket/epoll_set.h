@@ -167,8 +167,9 @@ class EpollSet {
   WaiterSet sleepers_;  // threads asleep in Wait on this set
   int kick_ = -1;       // eventfd registered in the kernel instance (-1: not yet, or failed)
   bool kick_tried_ = false;
-  std::atomic<int> late_kick_{-1};  // the late kick registered in the kernel instance (-1: none)
-  std::atomic<size_t> size_{0};     // members_.size(), for the lock-free Involved()
+  // The late kick registered in the kernel instance: its process's pid << 32 | its fd (~0: none).
+  std::atomic<uint64_t> late_kick_{~uint64_t{0}};
+  std::atomic<size_t> size_{0};  // members_.size(), for the lock-free Involved()
   // Members not pending (their events come from here): while there are none, a waiter sleeps in
   // the kernel (KernelWait) and pending members' kernel registrations wake it.
   std::atomic<size_t> san_size_{0};

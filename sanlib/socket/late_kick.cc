@@ -25,6 +25,15 @@ Kick& TheKick() {
   return *kick;
 }
 
+// A fork child counts its own sleepers from zero: the parent's are not in it. Installed by the
+// first sleeper, which holds no lock of sanlib's (a fork's prepare handlers may take them, and
+// pthread_atfork waits for a fork under way).
+void ResetCountInForkChildren() {
+  static const bool installed =
+      pthread_atfork(nullptr, nullptr, [] { late_activity::sleepers.store(0); }) == 0;
+  (void)installed;
+}
+
 }  // namespace
 
 void WakeLateSleepers() {
@@ -42,9 +51,6 @@ int Fd() {
   std::lock_guard<std::mutex> lock(k.mu);
   const pid_t me = ThisPid();
   if (k.fd.load() >= 0 && k.pid == me) return k.fd.load();
-  static const bool installed =
-      pthread_atfork(nullptr, nullptr, [] { late_activity::sleepers.store(0); }) == 0;
-  (void)installed;
   if (k.fd.load() >= 0) kernel::close(k.fd.load());  // the parent's copy (a fork child)
   k.fd.store(-1);
   const int made = PlaceHigh(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -58,7 +64,10 @@ WaiterSet& PollSleepers() {
   return *sleepers;
 }
 
-Sleeper::Sleeper() { late_activity::sleepers.fetch_add(1); }
+Sleeper::Sleeper() {
+  ResetCountInForkChildren();
+  late_activity::sleepers.fetch_add(1);
+}
 Sleeper::~Sleeper() { late_activity::sleepers.fetch_sub(1); }
 
 }  // namespace late_kick

@@ -433,6 +433,41 @@ TEST_P(LateSleep, SleeperIsWokenWhenAnotherThreadMovesItsCandidate) {
       [p = GetParam()](int fd, int timeout_ms) { return WaitReadable(p, fd, timeout_ms); });
 }
 
+// A fork child sleeping on an epoll set its parent made and slept on (the parent's kick registered
+// in it): the child's own kick may get the number the parent's had, and must be registered in the
+// set all the same, or a move in the child never ends the child's sleep.
+TEST(LateUpgrade, ForkChildAsleepOnItsParentsEpollSetIsWokenByAMove) {
+  LatePair first;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&first));
+  const int ep = san_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = first.a;
+  ASSERT_EQ(san_epoll_ctl(ep, EPOLL_CTL_ADD, first.a, &ev), 0) << strerror(errno);
+  epoll_event got[2]{};
+  ASSERT_EQ(san_epoll_wait(ep, got, 2, 10), 0);  // asleep on a candidate: the kick registered
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(30);
+    san::testing_support::CheckSleeperIsWokenByAMove([ep](int fd, int timeout_ms) {
+      epoll_event add{};
+      add.events = EPOLLIN;
+      add.data.fd = fd;
+      if (san_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &add) != 0) return -1;
+      epoll_event out[2]{};
+      const int n = san_epoll_wait(ep, out, 2, timeout_ms);
+      return n == 1 && out[0].data.fd == fd ? 1 : n == 0 ? 0 : -1;
+    });
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  san_close(ep);
+}
+
 // An EPOLL_CTL_MOD that asks for what a kernel TCP candidate's registration holds already is not
 // made (epoll_set.h RegistrationsAreOursLocked) -- unless the process forked since it made the
 // epoll instance: the child shares the instance and may have changed the registration.
