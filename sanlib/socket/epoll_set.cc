@@ -744,7 +744,17 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
       round = -1;
       continue;
     }
-    const int timeout = new_edge ? 0 : set_slot < 0 && (left < 0 || left > 1) ? 1 : left;
+    // A pending member that may still move to shm may do so in another thread's call while we
+    // sleep, its doorbell not armed (a kernel registration until then): as in KernelWait, the late
+    // kick ends the sleep (`epfd` turns readable) while no move is under way; otherwise naps.
+    std::optional<late_kick::Sleeper> kickable;
+    bool nap = false;
+    if (HasMembersThatMayMove(epfd)) {
+      if (WatchLateKick(epfd)) kickable.emplace();
+      nap = !kickable || !KernelEventsSuffice(epfd);
+    }
+    int timeout = new_edge ? 0 : set_slot < 0 && (left < 0 || left > 1) ? 1 : left;
+    if (nap) timeout = SoonerMs(timeout, kLateNapMs);
     // One ppoll over three fds however many members (epoll_set.h), else a pollfd per fd.
     pollfd few[3] = {fds.front(), pollfd{inner, POLLIN, 0}, pollfd{set_wake, POLLIN, 0}};
     const bool use_inner = inner >= 0;
@@ -752,6 +762,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
         use_inner ? kernel::ppoll(few, 3, SleepTimeout(watches, timeout), sigmask)
                   : kernel::ppoll(fds.data(), fds.size(), SleepTimeout(watches, timeout), sigmask);
     const int err = errno;
+    kickable.reset();
     if (rc <= 0) {
       for (pollfd& p : fds) p.revents = 0;
     } else if (use_inner) {

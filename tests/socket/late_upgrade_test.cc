@@ -433,6 +433,17 @@ TEST_P(LateSleep, SleeperIsWokenWhenAnotherThreadMovesItsCandidate) {
       [p = GetParam()](int fd, int timeout_ms) { return WaitReadable(p, fd, timeout_ms); });
 }
 
+// Adds `fd` to the epoll set `ep` and waits up to `timeout_ms` for it: 1 once it is readable.
+int AddThenWaitReadable(int ep, int fd, int timeout_ms) {
+  epoll_event add{};
+  add.events = EPOLLIN;
+  add.data.fd = fd;
+  if (san_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &add) != 0) return -1;
+  epoll_event out[2]{};
+  const int n = san_epoll_wait(ep, out, 2, timeout_ms);
+  return n == 1 && out[0].data.fd == fd ? 1 : n == 0 ? 0 : -1;
+}
+
 // A fork child sleeping on an epoll set its parent made and slept on (the parent's kick registered
 // in it): the child's own kick may get the number the parent's had, and must be registered in the
 // set all the same, or a move in the child never ends the child's sleep.
@@ -451,20 +462,34 @@ TEST(LateUpgrade, ForkChildAsleepOnItsParentsEpollSetIsWokenByAMove) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     alarm(30);
-    san::testing_support::CheckSleeperIsWokenByAMove([ep](int fd, int timeout_ms) {
-      epoll_event add{};
-      add.events = EPOLLIN;
-      add.data.fd = fd;
-      if (san_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &add) != 0) return -1;
-      epoll_event out[2]{};
-      const int n = san_epoll_wait(ep, out, 2, timeout_ms);
-      return n == 1 && out[0].data.fd == fd ? 1 : n == 0 ? 0 : -1;
-    });
+    san::testing_support::CheckSleeperIsWokenByAMove(
+        [ep](int fd, int timeout_ms) { return AddThenWaitReadable(ep, fd, timeout_ms); });
     _exit(::testing::Test::HasFailure() ? 1 : 0);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  san_close(ep);
+}
+
+// The same in a set that has a member on shm already (epoll_wait then sleeps in sanlib's own
+// wait, not the kernel's): the moved candidate's doorbell is not armed until the set looks again.
+TEST(LateUpgrade, SleeperOnASetWithAShmMemberIsWokenByAMove) {
+  LatePair moved;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&moved));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the delay
+  ASSERT_TRUE(DriveUpperEndToShm(moved.upper, moved.lower));
+  char c = 0;
+  EXPECT_EQ(san_recv(moved.lower, &c, 1, MSG_DONTWAIT), -1);  // takes the wake byte: switched
+  ASSERT_EQ(SanModeOf(moved.lower), SAN_MODE_SHM);
+  const int ep = san_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = moved.a;
+  ASSERT_EQ(san_epoll_ctl(ep, EPOLL_CTL_ADD, moved.a, &ev), 0) << strerror(errno);
+  san::testing_support::CheckSleeperIsWokenByAMove(
+      [ep](int fd, int timeout_ms) { return AddThenWaitReadable(ep, fd, timeout_ms); });
   san_close(ep);
 }
 

@@ -96,15 +96,22 @@ inline void CheckSleeperIsWokenByAMove(const std::function<int(int fd, int timeo
   ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
   ASSERT_EQ(SanModeOf(m.upper), SAN_MODE_TCP);
   int reported = -2;
-  std::thread sleeper([&] { reported = wait(m.upper, 5000); });
+  std::chrono::steady_clock::time_point woke;
+  std::thread sleeper([&] {
+    reported = wait(m.upper, 5000);
+    woke = std::chrono::steady_clock::now();
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep, and past the delay
   const bool moved = DriveUpperEndToShm(m.upper, m.lower);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the sleeper looks again
+  const auto sent_at = std::chrono::steady_clock::now();
   const bool sent = san_send(m.lower, "k", 1, 0) == 1;
   sleeper.join();
   ASSERT_TRUE(moved);
   ASSERT_TRUE(sent);
   ASSERT_EQ(reported, 1) << "the sleeper was not woken by the move";
+  // Not a timing test: a sleeper nobody woke reports the message only when its 5 s are up.
+  EXPECT_LT(woke - sent_at, std::chrono::milliseconds(2500)) << "woken by its timeout";
   char c = 0;
   EXPECT_EQ(san_recv(m.upper, &c, 1, MSG_DONTWAIT), 1);
   EXPECT_EQ(c, 'k');
