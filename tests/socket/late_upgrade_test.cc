@@ -29,6 +29,10 @@
 #include "support/late_pair.h"
 #include "support/san_loopback.h"
 
+// Fork children of this multithreaded process start sanlib's threads (the accept-then-fork
+// handler's moves, the fork child asleep on its parent's set): let them under ThreadSanitizer.
+extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
+
 namespace {
 
 using san::testing_support::DriveUpperEndToShm;
