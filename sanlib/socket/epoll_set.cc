@@ -260,6 +260,12 @@ int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
   return kept;
 }
 
+bool EpollSet::MustNapOnCandidates(int epfd, std::optional<late_kick::Sleeper>* kickable) {
+  // The kick and the count before the look at LateQuiet (late_kick.h: no kick is lost).
+  if (WatchLateKick(epfd)) kickable->emplace();
+  return !*kickable || !KernelEventsSuffice(epfd);
+}
+
 bool EpollSet::WatchLateKick(int epfd) {
   const int kick = late_kick::Fd();
   if (kick < 0) return false;
@@ -308,9 +314,8 @@ int EpollSet::KernelWait(int epfd, epoll_event* events, int max_events, int time
       ConnectionThread& connections = Runtime::Get().connections();
       connections.StartIfLateDue();
       if (!budget && left > 0) budget.emplace(timeout_ms);
-      if (WatchLateKick(epfd)) kickable.emplace();
-      nap = kickable && KernelEventsSuffice(epfd) ? SoonerMs(left, connections.MsUntilLateDue())
-                                                  : SoonerMs(left, kLateNapMs);
+      nap = SoonerMs(
+          left, MustNapOnCandidates(epfd, &kickable) ? kLateNapMs : connections.MsUntilLateDue());
     }
     const int n = kernel_waits.pwait(epfd, events, max_events, nap, sigmask);
     kickable.reset();
@@ -748,11 +753,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
     // sleep, its doorbell not armed (a kernel registration until then): as in KernelWait, the late
     // kick ends the sleep (`epfd` turns readable) while no move is under way; otherwise naps.
     std::optional<late_kick::Sleeper> kickable;
-    bool nap = false;
-    if (HasMembersThatMayMove(epfd)) {
-      if (WatchLateKick(epfd)) kickable.emplace();
-      nap = !kickable || !KernelEventsSuffice(epfd);
-    }
+    const bool nap = HasMembersThatMayMove(epfd) && MustNapOnCandidates(epfd, &kickable);
     int timeout = new_edge ? 0 : set_slot < 0 && (left < 0 || left > 1) ? 1 : left;
     if (nap) timeout = SoonerMs(timeout, kLateNapMs);
     // One ppoll over three fds however many members (epoll_set.h), else a pollfd per fd.

@@ -49,9 +49,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "sanlib/socket/late_kick.h"
 #include "sanlib/socket/san_socket.h"
 #include "sanlib/socket/socket_ops.h"
 
@@ -90,6 +92,10 @@ class EpollSet {
   // Registers the process's late kick (late_kick.h) in epfd's kernel instance, once per kick; false
   // if it cannot be (no kick, no set, the kernel refused): the caller naps.
   static bool WatchLateKick(int epfd);
+  // Before a sleep on epfd, which has members that may move: registers the late kick and counts
+  // the caller among its sleepers (`kickable`, held until the sleep ends), then says whether the
+  // sleep must be a nap (a move under way or ended since the set looked, or no kick).
+  static bool MustNapOnCandidates(int epfd, std::optional<late_kick::Sleeper>* kickable);
   // Of the n events the kernel returned, those of members that may move to shm (late upgrade
   // candidates): a readable one takes its move's step (SettleReadable), and a member on shm now
   // gets its events from SAN state instead -- none at all if the kernel's readiness was the

@@ -384,7 +384,7 @@ ssize_t LateKernelRecv(SanSocket& s, const iovec* iov, int iovcnt, int flags) {
     int nap = LatePending(s) ? kLateNapMs : -1;
     if (deadline.deadline_ns != kNoDeadline) {
       const int left = static_cast<int>((deadline.deadline_ns - now + 999999) / 1000000);
-      nap = nap < 0 ? left : std::min(nap, left);
+      nap = SoonerMs(nap, left);
     }
     pollfd p{s.fd, POLLIN, 0};
     if (kernel::poll(&p, 1, nap) < 0 && errno == EINTR) {
