@@ -3,6 +3,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -110,9 +111,27 @@ Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr
     std::lock_guard<std::mutex> lock(mu_);
     Status st = StartThreadLocked();
     if (!st.ok()) return st;
-    served_.push_back(Served{listen_fd, late ? SocketId{} : IdentityOf(listen_fd), addr,
-                             std::move(listener), provider_caps, params, late, late_fd,
-                             late_socket_id});
+    if (late) {
+      // In late_set_, which the thread's poll watches once made: no wake-up, but the first.
+      const bool first = !late_set_.valid();
+      if (first) {
+        // Made with the first move (a process without one holds no fd more than before).
+        late_set_.reset(PlaceLow(kernel::epoll_create1(EPOLL_CLOEXEC)));
+        if (!late_set_.valid()) return Status::FromErrno("epoll_create1");
+      }
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listen_fd;
+      if (kernel::epoll_ctl(late_set_.get(), EPOLL_CTL_ADD, listener->fd(), &ev) != 0) {
+        return Status::FromErrno("epoll_ctl");
+      }
+      late_served_.emplace(listen_fd, Served{listen_fd, SocketId{}, addr, std::move(listener),
+                                             provider_caps, params, true, late_fd, late_socket_id});
+      if (!first) return Status::Ok();
+    } else {
+      served_.push_back(Served{listen_fd, IdentityOf(listen_fd), addr, std::move(listener),
+                               provider_caps, params, false, late_fd, late_socket_id});
+    }
   }
   eventfd_write(control_.get(), 1);
   return Status::Ok();
@@ -120,6 +139,13 @@ Status ConnectionThread::AddListener(int listen_fd, const sockaddr_storage& addr
 
 std::vector<std::unique_ptr<fabric::Listener>> ConnectionThread::UnserveLocked(int listen_fd) {
   std::vector<std::unique_ptr<fabric::Listener>> listeners;  // one per provider serving the socket
+  if (auto late = late_served_.find(listen_fd); late != late_served_.end()) {
+    // Out of the set first: a fork child may hold a copy of its fd, which would keep it there.
+    kernel::epoll_ctl(late_set_.get(), EPOLL_CTL_DEL, late->second.listener->fd(), nullptr);
+    listeners.push_back(std::move(late->second.listener));
+    late_served_.erase(late);
+    return listeners;
+  }
   for (auto it = served_.begin(); it != served_.end();) {
     if (it->listen_fd == listen_fd) {
       listeners.push_back(std::move(it->listener));
@@ -133,8 +159,10 @@ std::vector<std::unique_ptr<fabric::Listener>> ConnectionThread::UnserveLocked(i
 
 void ConnectionThread::RemoveListener(int listen_fd) {
   std::vector<std::unique_ptr<fabric::Listener>> listeners;
+  bool late = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    late = late_served_.count(listen_fd) != 0;  // out of late_set_ in UnserveLocked
     listeners = UnserveLocked(listen_fd);
     // Other processes may still hold the listening socket (fork, SCM_RIGHTS) and accept these
     // connections: their clients wait on the channels filed here. A settling entry is orphaned
@@ -148,7 +176,7 @@ void ConnectionThread::RemoveListener(int listen_fd) {
     }
   }
   // The thread may still be inside poll() on the old listener's fd: wake it before it is closed.
-  if (control_.valid()) eventfd_write(control_.get(), 1);
+  if (!late && control_.valid()) eventfd_write(control_.get(), 1);
 }
 
 size_t ConnectionThread::ReleaseRendezvous() {
@@ -173,11 +201,8 @@ std::unique_ptr<proto::Stream> ConnectionThread::CloseLateListener(int token,
                                                                    const proto::FourTuple& tuple) {
   {
     std::vector<std::unique_ptr<fabric::Listener>> listeners;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      listeners = UnserveLocked(token);
-    }
-    if (control_.valid()) eventfd_write(control_.get(), 1);  // out of a poll() on them, first
+    std::lock_guard<std::mutex> lock(mu_);
+    listeners = UnserveLocked(token);  // out of late_set_ (no poll() of the thread's watches it)
   }
   // Entries filed under the token stay under it (ServeRequests, Settle): ours to take.
   return Claim(token, tuple);
@@ -453,8 +478,7 @@ void ConnectionThread::RunDueLateLocked(std::unique_lock<std::mutex>& lock) {
 
 size_t ConnectionThread::late_listener_count() {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<size_t>(
-      std::count_if(served_.begin(), served_.end(), [](const Served& s) { return s.late; }));
+  return late_served_.size();
 }
 
 size_t ConnectionThread::pending_count() {
@@ -495,6 +519,10 @@ void ConnectionThread::AfterForkChild() {
   control_.reset();
   service_.Close();  // the parent's name: the child answers under its own pid once it starts
   served_.clear();
+  // The parent's epoll instance: closed, never changed (the parent's listeners stay in it, as
+  // the parent holds their fds); the child's thread makes its own.
+  late_set_.reset();
+  late_served_.clear();
   handshakes_.clear();
   for (auto& p : pending_) proto::Stream::ForgetForkCopy(std::move(p.stream));  // the parent's
   // The parent's Claims waiting on it are counted in the child's copy: a fresh one.
@@ -597,6 +625,8 @@ void ConnectionThread::Run() {
       owners.push_back(nullptr);
       fds.push_back(pollfd{service_.fd(), POLLIN, 0});  // -1 (ignored) if it could not open
       owners.push_back(nullptr);
+      fds.push_back(pollfd{late_set_.get(), POLLIN, 0});  // -1 (ignored) until the first move
+      owners.push_back(nullptr);
       for (const Served& s : served_) {
         if (!s.listener) continue;  // released (ReleaseRendezvous)
         fds.push_back(pollfd{s.listener->fd(), POLLIN, 0});
@@ -651,7 +681,8 @@ void ConnectionThread::Run() {
     if (fds[1].revents) service_.Serve(table_, take);
     // After the requests (whose WAKEUPs name channels) and before the late moves.
     if (service_.has_parked()) service_.ServeParked(take);
-    for (size_t i = 2; i < first_watch; ++i) {
+    if (fds[2].revents) ServeLateRequests(fds[2].fd);
+    for (size_t i = 3; i < first_watch; ++i) {
       if (fds[i].revents) ServeRequests(owners[i]);
     }
     // Watches are only appended meanwhile (WatchOwner; AfterForkChild runs in another process):
@@ -684,7 +715,13 @@ void ConnectionThread::Run() {
   }
 }
 
-void ConnectionThread::ServeRequests(const fabric::Listener* which) {
+void ConnectionThread::ServeLateRequests(int set_fd) {
+  epoll_event events[64];
+  const int n = kernel::epoll_wait(set_fd, events, 64, 0);
+  for (int i = 0; i < n; ++i) ServeRequests(nullptr, events[i].data.fd);
+}
+
+void ConnectionThread::ServeRequests(const fabric::Listener* which, int late_token) {
   for (;;) {
     std::unique_ptr<fabric::Endpoint> endpoint;
     uint32_t caps = 0;
@@ -696,9 +733,15 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
       std::lock_guard<std::mutex> lock(mu_);
       // By listener, not by socket: one listening socket may be served by several providers
       // (shm for this host, verbs for others), each with its own rendezvous.
-      auto it = std::find_if(served_.begin(), served_.end(),
-                             [&](const Served& s) { return s.listener.get() == which; });
-      if (it == served_.end()) return;  // the listener closed meanwhile
+      Served* it = nullptr;
+      if (which) {
+        auto found = std::find_if(served_.begin(), served_.end(),
+                                  [&](const Served& s) { return s.listener.get() == which; });
+        if (found != served_.end()) it = &*found;
+      } else if (auto found = late_served_.find(late_token); found != late_served_.end()) {
+        it = &found->second;
+      }
+      if (!it) return;  // the listener closed meanwhile
       listen_fd = it->listen_fd;
       Result<std::unique_ptr<fabric::Endpoint>> r = it->listener->GetRequest();
       if (!r.ok()) {
@@ -751,7 +794,7 @@ void ConnectionThread::ServeRequests(const fabric::Listener* which) {
                                  [&](const Served& v) { return v.listen_fd == listen_fd; });
       // A late listener closed meanwhile (CloseLateListener) took its last channel already: a
       // client accepted now would switch to a channel nobody claims.
-      if (mine >= kMaxPendingPerListener || (late && served == served_.end())) {
+      if (mine >= kMaxPendingPerListener || (late && late_served_.count(listen_fd) == 0)) {
         s->endpoint().Reject(ECONNREFUSED);
         continue;
       }
@@ -794,10 +837,8 @@ void ConnectionThread::Settle(proto::Stream* s, Status st) {
     // application has not switched it kDriveAfterNs from now, this thread does (DriveLateSide).
     if (st.ok() && it != pending_.end() && !it->late) st = s->Start();
     if (st.ok() && it != pending_.end() && it->late) {
-      for (const Served& v : served_) {
-        if (v.listen_fd == it->listen_fd && v.late_fd >= 0) {
-          InsertLateLocked(DriveDue(v.late_fd, v.late_socket_id));
-        }
+      if (auto v = late_served_.find(it->listen_fd); v != late_served_.end()) {
+        InsertLateLocked(DriveDue(v->second.late_fd, v->second.late_socket_id));
       }
     }
     if (it != pending_.end()) {  // always: only this thread removes a settling entry

@@ -13,10 +13,14 @@
 // the channels' fds, at most a quarter); its socket() and accept() then release sanlib's
 // rendezvous first (socket_ops.cc RetryAfterFreeingFds).
 //
+// A late upgrade's lower end (late_upgrade.h) counts the private rendezvous it opens as the channel
+// it becomes once its peer comes, so that every side opened has room for its channel.
+//
 // Thread-safety: stateless (the count is proto::Stream::live()); two threads may both pass the
 // check for the last channel that fits, which the quarter's margin absorbs.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace san {
@@ -26,5 +30,12 @@ constexpr size_t kFdsPerChannel = 7;
 // True if one more channel fits in this process's budget; otherwise false with the reason (the
 // socket's fallback reason).
 bool ChannelFitsFdBudget(std::string* why);
+
+// Whether a late upgrade's lower end may open its side (its private rendezvous, late_upgrade.h),
+// counted as the channel it becomes once its peer comes, with the `open` sides open already:
+// kOpen; kWait while those would fill the budget (it waits its turn: one of them becomes a
+// channel or closes); kFull once the live channels alone fill it, with the reason.
+enum class LateSideRoom { kOpen, kWait, kFull };
+LateSideRoom RoomForLateSide(size_t open, std::string* why);
 
 }  // namespace san

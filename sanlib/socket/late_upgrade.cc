@@ -221,8 +221,8 @@ bool InUseForTheDelay(LateUpgrade& u, uint64_t now) {
   return true;
 }
 
-// How long a lower end that found ConnectionThread::kMaxLateListeners moves in flight waits
-// before it looks for its turn again.
+// How long a lower end that found the fd budget full of sides open (fd_budget.h RoomForLateSide)
+// waits before it looks for its turn again.
 uint64_t LateTurnWaitNs() {
   return std::max<uint64_t>(uint64_t{Runtime::Get().config().upgrade_delay_us} * 1000, kMs);
 }
@@ -288,15 +288,22 @@ void Advance(SanSocket& s, LateUpgrade& u) {
       if (!SoleHolder(s, now)) return;  // another process holds it too (fork): not yet
       if (Status st = LearnRoles(s, u); !st.ok()) return FailLocked(s, u, st.ToString());
       if (!ProvedByUse(u) && !InUseForTheDelay(u, now)) return;
-      if (u.lower &&
-          rt.connections().late_listener_count() >= ConnectionThread::kMaxLateListeners) {
-        // Enough moves in flight: this one waits its turn (the upper end's attempts meanwhile
-        // are refused at once and retried, late_upgrade.h). Looked at before the checks below:
-        // with thousands due at once (a pool of idle connections) most wait here, again and
-        // again, and each wait cost a getrlimit and more (378,000 in one conn-bench hold).
-        // One look at a time is scheduled: a connection proved by use takes this step at every
-        // data call, and each used to queue another. Another once the last one's time has come
-        // (it ran, or it found a data call taking this very step and did nothing).
+      // Room in the fd budget: for the channel, and at the lower end for its side until then.
+      std::string full;
+      LateSideRoom room = LateSideRoom::kOpen;
+      if (u.lower) {
+        room = RoomForLateSide(rt.connections().late_listener_count(), &full);
+      } else if (!ChannelFitsFdBudget(&full)) {
+        room = LateSideRoom::kFull;
+      }
+      if (room == LateSideRoom::kFull) return FailLocked(s, u, full);
+      if (room == LateSideRoom::kWait) {
+        // The sides open fill the fd budget with the channels they become: this one waits its
+        // turn (the upper end's attempts meanwhile are refused at once and retried). Looked at
+        // before the checks below, which a wait repeats. One look at a time is scheduled: a
+        // connection proved by use takes this step at every data call, and each used to queue
+        // another. Another once the last one's time has come (it ran, or it found a data call
+        // taking this very step and did nothing).
         u.next_ns = now + LateTurnWaitNs();
         if (u.turn_look_ns <= now) {
           u.turn_look_ns = u.next_ns;
@@ -305,7 +312,6 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         return;
       }
       if (std::string why; !PeerUserAllowed(u, &why)) return FailLocked(s, u, why);
-      if (std::string why; !ChannelFitsFdBudget(&why)) return FailLocked(s, u, why);
       u.next_ns = now;  // due now, whether by time or by bytes
       if (!u.lower) {
         u.give_up_ns = now + TryNs();
@@ -344,9 +350,9 @@ void Advance(SanSocket& s, LateUpgrade& u) {
         u.attempts = 0;
       }
       const sockaddr_in6 where = RendezvousOf(u);
-      // Dialled first: until the lower end opens its side (it may wait its turn behind
-      // kMaxLateListeners other moves) a refusal costs a socket and a connect, not a segment
-      // built and torn down again.
+      // Dialled first: until the lower end opens its side (within a delay of use, or once it
+      // had its turn: fd_budget.h RoomForLateSide) a refusal costs a socket and a connect, not
+      // a segment built and torn down again.
       Result<UniqueFd> dialed =
           u.provider->Dial(reinterpret_cast<const sockaddr*>(&where), sizeof where);
       // Our kernel socket goes along as proof: the peer may be another user.

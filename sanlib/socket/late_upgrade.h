@@ -97,7 +97,7 @@ struct LateUpgrade {
   std::mutex mu;
   static constexpr uint32_t kSwitching = 1u << 31;
   std::atomic<uint32_t> io{0};  // kernel data calls in progress | kSwitching
-  // A lower end waiting its turn (ConnectionThread::kMaxLateListeners): when the look its
+  // A lower end waiting its turn (fd_budget.h RoomForLateSide): when the look its
   // connection thread takes next is due (mu; 0: none scheduled).
   uint64_t turn_look_ns = 0;
   // Came through a fork (late_fork.h): moves only once no other process holds it, looked at
@@ -181,10 +181,10 @@ void AwaitPeerWindow(SanSocket& s);
 bool FinishLateUpgrade(SanSocket& s);
 
 // The connection thread's step at a lower end's due time: at the end of a try, closes the
-// rendezvous nobody came to (its listener slot is one of ConnectionThread::kMaxLateListeners: an
-// application that stopped calling must not keep it); for a lower end waiting its turn for a
-// slot, opens its side if its application is still in use. Does nothing if another thread is
-// taking a step.
+// rendezvous nobody came to (it holds an fd, and room in the fd budget: fd_budget.h
+// RoomForLateSide; an application that stopped calling must not keep it); for a lower end waiting
+// its turn for a slot, opens its side if its application is still in use. Does nothing if another
+// thread is taking a step.
 void LowerEndDue(SanSocket& s);
 
 // The connection thread's step once the upper end came to the lower end's private rendezvous:
