@@ -26,6 +26,10 @@
 
 #include "robust_util.h"
 
+// Its children are forked while the watchdog's thread runs, and start sanlib's: let them under
+// ThreadSanitizer (which otherwise kills each child at its first thread).
+extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
+
 namespace san::testing {
 namespace {
 
