@@ -125,7 +125,7 @@ class ConnectionThread {
   // Counts, for sanstat and tests.
   size_t pending_count();
   // How many late upgrades' private listeners this thread serves now. Their number is bounded
-  // by the fd budget only (fd_budget.h LateSideFitsFdBudget): they wait in an epoll set of their
+  // by the fd budget only (fd_budget.h RoomForLateSide): they wait in an epoll set of their
   // own, so the thread's loop does not grow with them, and a lower end that opens its side when
   // its application is in use finds its upper end dialling soon after (with a few dozen slots,
   // the others' upper ends backed off to dials a second apart while they waited, and held each

@@ -64,7 +64,8 @@ using san::testing_support::SanModeOf;
 }
 
 // How many connections fit in the fd budget of each process (a quarter of the fd limit for the
-// channels, fd_budget.h), with room to spare, after raising the soft limit to the hard one.
+// channels at 7 fds each, fd_budget.h kFdsPerChannel: this black-box test sees only the public
+// API), with room to spare, after raising the soft limit to the hard one.
 size_t ConnectionsThatFit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
