@@ -29,6 +29,7 @@
 #include "compat/real_calls.h"
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/open_fds.h"
+#include "sanlib/common/raw_syscall.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 
@@ -41,7 +42,7 @@ namespace {
 int CloseRange(unsigned first, unsigned last, int flags) {
   auto kernel = [&](unsigned a, unsigned b, int f) {
     return Real().close_range ? Real().close_range(a, b, f)
-                              : static_cast<int>(syscall(SYS_close_range, a, b, f));
+                              : static_cast<int>(san::Syscall(SYS_close_range, a, b, f));
   };
   // A vfork child closes its own copies, ours too; what they belong to is its parent's (runtime.h).
   if (!san::Runtime::IfCreated() || (flags & CLOSE_RANGE_CLOEXEC) || first > last ||
@@ -52,7 +53,7 @@ int CloseRange(unsigned first, unsigned last, int flags) {
     errno = EINVAL;
     return -1;
   }
-  if ((flags & CLOSE_RANGE_UNSHARE) && syscall(SYS_unshare, CLONE_FILES) != 0) return -1;
+  if ((flags & CLOSE_RANGE_UNSHARE) && san::Syscall(SYS_unshare, CLONE_FILES) != 0) return -1;
   const int high = san::HighFdBase();
   const unsigned top = high > 0 ? std::min(last, static_cast<unsigned>(high) - 1) : last;
   if (first > top) return 0;  // only our region: nothing of the program's to close

@@ -7,15 +7,17 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sanlib/common/raw_syscall.h"
+
 namespace san::compat {
 namespace {
 
 // Not through stdio or the log: they may call back into what is being resolved.
 [[noreturn]] void Missing(const char* name) {
   const char prefix[] = "sanlib: libc has no ";
-  ::syscall(SYS_write, 2, prefix, sizeof prefix - 1);
-  ::syscall(SYS_write, 2, name, strlen(name));
-  ::syscall(SYS_write, 2, "\n", 1);
+  san::Syscall(SYS_write, 2, prefix, sizeof prefix - 1);
+  san::Syscall(SYS_write, 2, name, strlen(name));
+  san::Syscall(SYS_write, 2, "\n", 1);
   abort();
 }
 

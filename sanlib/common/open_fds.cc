@@ -7,15 +7,17 @@
 
 #include <cstdlib>
 
+#include "sanlib/common/raw_syscall.h"
+
 namespace san {
 
 bool OpenFds(unsigned first, unsigned last, std::vector<int>* out) {
   const int dir = static_cast<int>(
-      syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      Syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir < 0) return false;
   alignas(8) char buf[4096];
   for (;;) {
-    const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    const long n = Syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (n <= 0) break;
     for (long at = 0; at < n;) {
       const auto* d = reinterpret_cast<const dirent64*>(buf + at);
@@ -28,7 +30,7 @@ bool OpenFds(unsigned first, unsigned last, std::vector<int>* out) {
       }
     }
   }
-  syscall(SYS_close, dir);
+  Syscall(SYS_close, dir);
   return true;
 }
 

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <new>
 
+#include "sanlib/common/raw_syscall.h"
+
 namespace san {
 namespace {
 
@@ -29,17 +31,17 @@ std::atomic<pid_t>* WipedInChildren() {
 
 pid_t RefreshThisPid() {
   std::atomic<pid_t>* slot = WipedInChildren();
-  const pid_t pid = getpid();
+  const pid_t pid = static_cast<pid_t>(Syscall(SYS_getpid));
   if (slot) slot->store(pid, std::memory_order_relaxed);
   return pid;
 }
 
 pid_t ThisPid() {
   std::atomic<pid_t>* slot = WipedInChildren();
-  if (!slot) return getpid();
+  if (!slot) return static_cast<pid_t>(Syscall(SYS_getpid));
   pid_t pid = slot->load(std::memory_order_relaxed);
   if (pid == 0) {
-    pid = getpid();
+    pid = static_cast<pid_t>(Syscall(SYS_getpid));
     slot->store(pid, std::memory_order_relaxed);
   }
   return pid;

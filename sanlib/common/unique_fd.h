@@ -12,6 +12,8 @@
 
 #include <utility>
 
+#include "sanlib/common/raw_syscall.h"
+
 #if defined(__SANITIZE_THREAD__)
 #define SAN_TSAN 1
 #elif defined(__has_feature)
@@ -29,7 +31,7 @@ inline int KernelClose(int fd) {
 #ifdef SAN_TSAN
   return ::close(fd);
 #else
-  return static_cast<int>(::syscall(SYS_close, fd));
+  return static_cast<int>(Syscall(SYS_close, fd));
 #endif
 }
 

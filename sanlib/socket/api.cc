@@ -40,11 +40,11 @@ ssize_t san_recv(int fd, void* buf, size_t len, int flags) {
 }
 // read/write and their vector forms accept any fd, as their libc namesakes do.
 ssize_t san_readv(int fd, const struct iovec* iov, int iovcnt) {
-  if (!san_is_socket(fd)) return ::syscall(SYS_readv, fd, iov, iovcnt);
+  if (!san_is_socket(fd)) return san::Syscall(SYS_readv, fd, iov, iovcnt);
   return san::RecvIov(fd, iov, iovcnt, 0);
 }
 ssize_t san_writev(int fd, const struct iovec* iov, int iovcnt) {
-  if (!san_is_socket(fd)) return ::syscall(SYS_writev, fd, iov, iovcnt);
+  if (!san_is_socket(fd)) return san::Syscall(SYS_writev, fd, iov, iovcnt);
   return san::SendIov(fd, iov, iovcnt, 0);
 }
 ssize_t san_read(int fd, void* buf, size_t len) {

@@ -429,7 +429,7 @@ void ConnectionThread::WatchOwner(int listen_fd, uint64_t socket_id, int owner_p
   // ESRCH: gone since the caller looked: taken over at the thread's first pass. Another failure (no
   // pidfds before Linux 5.3, no fds): no watch; the next accept() on the socket looks for the owner
   // (CheckRendezvousOwner).
-  UniqueFd pidfd(PlaceLow(static_cast<int>(::syscall(SYS_pidfd_open, owner_pid, 0))));
+  UniqueFd pidfd(PlaceLow(static_cast<int>(Syscall(SYS_pidfd_open, owner_pid, 0))));
   if (!pidfd.valid() && errno != ESRCH) {
     SAN_LOG_DEBUG("fd %d: cannot watch the SAN rendezvous owner %d: pidfd_open: %s", listen_fd,
                   owner_pid, strerror(errno));

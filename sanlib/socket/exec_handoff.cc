@@ -31,7 +31,7 @@ namespace {
 
 constexpr size_t kMaxInheritBytes = 64u << 20;
 
-int Dup3(int from, int to) { return static_cast<int>(::syscall(SYS_dup3, from, to, 0)); }
+int Dup3(int from, int to) { return static_cast<int>(Syscall(SYS_dup3, from, to, 0)); }
 
 bool CloseOnExec(int fd) {
   const int flags = kernel::fcntl(fd, F_GETFD, 0);

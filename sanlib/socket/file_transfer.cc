@@ -32,8 +32,8 @@ std::byte* Bounce() {
 // pwritev takes the offset as two longs; on 64-bit the high one is ignored.)
 ssize_t WriteOut(int fd, off_t* offset, std::span<const iovec> pieces) {
   const auto n = static_cast<long>(pieces.size());
-  if (!offset) return ::syscall(SYS_writev, fd, pieces.data(), n);
-  const ssize_t w = ::syscall(SYS_pwritev, fd, pieces.data(), n, static_cast<long>(*offset), 0L);
+  if (!offset) return Syscall(SYS_writev, fd, pieces.data(), n);
+  const ssize_t w = Syscall(SYS_pwritev, fd, pieces.data(), n, static_cast<long>(*offset), 0L);
   if (w > 0) *offset += w;
   return w;
 }

@@ -10,6 +10,7 @@
 
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/raw_syscall.h"
 #include "sanlib/socket/socket_ops.h"
 
 namespace san {
@@ -27,7 +28,7 @@ bool OthersHold(SanSocket& s) {
   sigpending(&pending);
   const bool was_pending = sigismember(&pending, SIGPIPE);
   const char probe = 0;
-  const ssize_t n = ::syscall(SYS_write, w, &probe, 1);
+  const ssize_t n = Syscall(SYS_write, w, &probe, 1);
   const bool others = !(n < 0 && errno == EPIPE);
   if (!others && !was_pending) {
     const timespec zero{0, 0};
@@ -42,7 +43,7 @@ bool OthersHold(SanSocket& s) {
   }
   s.holders_read.reset(IsPlacedLow(w) ? PlaceLow(r) : PlaceHigh(r));  // beside the write end
   char drain[256];
-  while (::syscall(SYS_read, s.holders_read.get(), drain, sizeof drain) > 0) {
+  while (Syscall(SYS_read, s.holders_read.get(), drain, sizeof drain) > 0) {
   }
   return others;
 }

@@ -16,6 +16,7 @@
 #include "sanlib/common/file_identity.h"
 #include "sanlib/common/fork_held_mutex.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/raw_syscall.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/fabric/registry.h"
@@ -97,7 +98,7 @@ void Runtime::AfterForkChild() {
 
 void Runtime::AtQuickExit() {
   Runtime* rt = IfCreated();
-  if (!rt || rt->pid() != static_cast<int>(::syscall(SYS_getpid))) return;
+  if (!rt || rt->pid() != static_cast<int>(Syscall(SYS_getpid))) return;
   rt->WriteReport();
 }
 
@@ -109,7 +110,7 @@ void Runtime::CheckMissedFork() {
 bool Runtime::InVforkChild() {
   Runtime* rt = IfCreated();
   // A raw clone's child (not sharing our memory) sees its own pid through ThisPid: not a vfork.
-  return rt && ThisPid() == rt->pid() && rt->pid() != static_cast<int>(::syscall(SYS_getpid));
+  return rt && ThisPid() == rt->pid() && rt->pid() != static_cast<int>(Syscall(SYS_getpid));
 }
 
 void Runtime::AdoptMissedFork() {

@@ -7,10 +7,14 @@
 #      in 40 % of the library (common/small_file.h reads files instead), and the relocations and
 #      page faults of that code were paid at every exec (issue 17's process-cost rows);
 #   3. it exports only the interposed calls and the C API (the version script), so it never
-#      stands in for a C++ runtime symbol of the program's.
-# Argument: the library.
+#      stands in for a C++ runtime symbol of the program's;
+#   4. it makes its system calls inline (common/raw_syscall.h), never through libc's syscall(): a
+#      fork child's first call of it, bound lazily, cost a symbol look-up, a copy-on-write fault on
+#      the GOT and faults on libc's code (6 page faults more per fork + _exit under sanrun).
+# Arguments: the library, then the static libraries of sanlib's own code linked into it.
 set -eu
 LIB=$1
+shift
 fail() {
   echo "FAIL: $*" >&2
   exit 1
@@ -26,4 +30,10 @@ streams=$(nm -C "$LIB" | grep -cE 'std::(__cxx11::)?(basic_filebuf|basic_ifstrea
 [ "$streams" -eq 0 ] || fail "$LIB carries $streams stream/locale symbols: $(nm -C "$LIB" | grep -E 'std::(__cxx11::)?(basic_filebuf|basic_ifstream|locale::classic|ios_base::Init)' | head -3)"
 exported=$(nm -D --defined-only "$LIB" | awk '{print $3}' | grep -vE '^(san_|__)' | grep -cE '^_Z' || true)
 [ "$exported" -eq 0 ] || fail "$LIB exports $exported C++ symbols"
+# sanlib's own code only: the static C++ runtime linked in keeps its futex calls through syscall()
+# (contended locks and guards, which a fork child does not reach).
+for archive in "$@"; do
+  users=$(nm -A -u "$archive" 2>/dev/null | awk '$NF == "syscall" { sub(/:$/, "", $1); print $1 }' | sort -u)
+  [ -z "$users" ] || fail "$(echo "$users" | tr '\n' ' ')call libc's syscall() (use san::Syscall, common/raw_syscall.h)"
+done
 echo "ok: needs $needed; no stream or locale code; exports $(nm -D --defined-only "$LIB" | wc -l) C symbols"
