@@ -14,7 +14,8 @@ namespace {
 
 [[noreturn]] void QuickExit(int status) {
   san::Runtime::AtQuickExit();
-  for (;;) san::Syscall(SYS_exit_group, status);  // inline: a child runs none of libc's code
+  // sanlib's own trap (common/raw_syscall.h): a fork child that ends here runs no libc code.
+  for (;;) san::Syscall(SYS_exit_group, status);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 // library's private instance for the program's, and nginx deadlocked). Raw syscalls cannot be
 // interposed, and they skip the interposer's look-up on the hot path (a doorbell's write). Every
 // layer uses these: common, the fabrics, the socket layer. Each returns -1 with errno like its
-// libc namesake. They trap inline (raw_syscall.h), not through libc's syscall().
+// libc namesake. They trap through sanlib's own function (raw_syscall.h), not libc's syscall().
 // Thread-safety: as the system calls.
 #pragma once
 

@@ -8,7 +8,8 @@
 // compat/interpose_exit.cc) -- paid a symbol look-up through every loaded library, a copy-on-write
 // fault on the GOT and page faults on libc's code (fork + _exit + wait of a process under sanrun
 // took 6 more page faults per child than a plain one, about a quarter more time on this VM:
-// docs/compat.md, "What sanrun costs a process"). Now a child runs only sanlib's own code. The
+// docs/compat.md, "What sanrun costs a process"). Now a child runs only sanlib's own code (and
+// libc's __errno_location when a call fails). The
 // trap is one function (raw_syscall.cc) called directly, not inlined at every use: inlined, it
 // grew the preload library's code by 20 KB, which every exec under sanrun maps.
 //
