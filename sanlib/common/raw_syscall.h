@@ -9,9 +9,9 @@
 // fault on the GOT and page faults on libc's code (fork + _exit + wait of a process under sanrun
 // took 6 more page faults per child than a plain one, about a quarter more time on this VM:
 // docs/compat.md, "What sanrun costs a process"). Now a child runs only sanlib's own code (and
-// libc's __errno_location when a call fails). The
-// trap is one function (raw_syscall.cc) called directly, not inlined at every use: inlined, it
-// grew the preload library's code by 20 KB, which every exec under sanrun maps.
+// libc's __errno_location when a call fails). The trap is one function (raw_syscall.cc) called
+// directly, not inlined at every use: inlined, it grew the preload library's code by 20 KB, which
+// every exec under sanrun maps.
 //
 // x86-64 and AArch64 trap directly; other architectures call libc's syscall().
 // Thread-safety: as the system call. Safe in a vfork child and in a signal handler (no libc state

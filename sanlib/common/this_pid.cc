@@ -29,19 +29,21 @@ std::atomic<pid_t>* WipedInChildren() {
 
 }  // namespace
 
+pid_t KernelPid() { return static_cast<pid_t>(Syscall(SYS_getpid)); }
+
 pid_t RefreshThisPid() {
   std::atomic<pid_t>* slot = WipedInChildren();
-  const pid_t pid = static_cast<pid_t>(Syscall(SYS_getpid));
+  const pid_t pid = KernelPid();
   if (slot) slot->store(pid, std::memory_order_relaxed);
   return pid;
 }
 
 pid_t ThisPid() {
   std::atomic<pid_t>* slot = WipedInChildren();
-  if (!slot) return static_cast<pid_t>(Syscall(SYS_getpid));
+  if (!slot) return KernelPid();
   pid_t pid = slot->load(std::memory_order_relaxed);
   if (pid == 0) {
-    pid = static_cast<pid_t>(Syscall(SYS_getpid));
+    pid = KernelPid();
     slot->store(pid, std::memory_order_relaxed);
   }
   return pid;

@@ -20,5 +20,8 @@ pid_t ThisPid();
 // without reading the page first (a read maps the zero page and the write then copies it: two
 // page faults in every child instead of one).
 pid_t RefreshThisPid();
+// The kernel's answer every time, never the cache: what tells a vfork child (which shares the
+// cached page) from its parent.
+pid_t KernelPid();
 
 }  // namespace san

@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +15,6 @@
 #include "sanlib/common/file_identity.h"
 #include "sanlib/common/fork_held_mutex.h"
 #include "sanlib/common/log.h"
-#include "sanlib/common/raw_syscall.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/fabric/registry.h"
@@ -98,7 +96,7 @@ void Runtime::AfterForkChild() {
 
 void Runtime::AtQuickExit() {
   Runtime* rt = IfCreated();
-  if (!rt || rt->pid() != static_cast<int>(Syscall(SYS_getpid))) return;
+  if (!rt || rt->pid() != KernelPid()) return;
   rt->WriteReport();
 }
 
@@ -110,7 +108,7 @@ void Runtime::CheckMissedFork() {
 bool Runtime::InVforkChild() {
   Runtime* rt = IfCreated();
   // A raw clone's child (not sharing our memory) sees its own pid through ThisPid: not a vfork.
-  return rt && ThisPid() == rt->pid() && rt->pid() != static_cast<int>(Syscall(SYS_getpid));
+  return rt && ThisPid() == rt->pid() && rt->pid() != KernelPid();
 }
 
 void Runtime::AdoptMissedFork() {
