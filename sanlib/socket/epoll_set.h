@@ -7,7 +7,10 @@
 // the kernel's, and when nothing is ready spins, then arms every member's doorbell, re-checks, and
 // sleeps in one poll() over the epoll fd itself plus each member's doorbell, wake-up eventfd and
 // kernel socket (peer death). Nothing arriving between "checked empty" and "asleep" is missed: the
-// doorbell is armed before the last check.
+// doorbell is armed before the last check. SAN members are collected first; a call that they
+// filled to `max_events` owes the kernel's fds a turn, which the next call gives first (the
+// kernel's own epoll reports every ready fd in turn; a set with more ready SAN members than slots
+// never reported its listener).
 //
 // A socket not yet connected when registered (socket(), epoll_ctl(ADD), then a nonblocking
 // connect(), as event loops do) is registered with the kernel as well and marked pending; once it
@@ -140,6 +143,8 @@ class EpollSet {
   static void Refresh(int epfd);
   // Appends SAN members' events (up to max) to events; returns how many (mu_ and the pin held).
   int CollectLocked(epoll_event* events, int max);
+  // CollectLocked on epfd's set, locking it (0 if the set is gone).
+  static int TopUp(int epfd, epoll_event* events, int max);
   Member* FindLocked(int fd);
   // Wakes every thread waiting on the set (mu_ held): ours and the kernel's (the kick).
   void WakeWaitersLocked(int epfd);
@@ -211,6 +216,9 @@ class EpollSet {
   void IndexLocked(int fd, size_t at);  // fd_index_[fd] = at + 1, growing it as needed
   bool sizes_dirty_ = false;
   size_t next_ = 0;  // where the next scan starts (fairness among ready members)
+  // The last Wait filled every slot with SAN members and left the kernel's fds (the listener, TCP
+  // connections, pipes) unasked: the next one gives them their turn first (Wait).
+  bool kernel_owed_ = false;
 };
 
 }  // namespace san
