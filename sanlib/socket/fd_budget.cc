@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "sanlib/proto/stream.h"
@@ -10,12 +11,16 @@ namespace san {
 
 namespace {
 
+std::atomic<long> holders_pipes{0};
+
 // How many more channels fit in the budget beside the live ones (SIZE_MAX: no limit); if none,
 // why (`why` may be null).
 size_t ChannelsLeft(std::string* why) {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
-  const size_t held = proto::Stream::live() * kFdsPerChannel;
+  const long pipes = holders_pipes.load(std::memory_order_relaxed);
+  const size_t held = proto::Stream::live() * kFdsPerChannel +
+                      static_cast<size_t>(pipes > 0 ? pipes : 0) * kFdsPerHoldersPipe;
   const size_t budget = static_cast<size_t>(limit.rlim_cur / 4);
   if (held + kFdsPerChannel <= budget) return (budget - held) / kFdsPerChannel;
   // Short enough for san_info.fallback (95 characters) with the late set-up's "move failed: ".
@@ -27,6 +32,8 @@ size_t ChannelsLeft(std::string* why) {
 }
 
 }  // namespace
+
+void CountHoldersPipes(int delta) { holders_pipes.fetch_add(delta, std::memory_order_relaxed); }
 
 bool ChannelFitsFdBudget(std::string* why) { return ChannelsLeft(why) > 0; }
 

@@ -16,6 +16,7 @@
 namespace san {
 
 bool OthersHold(SanSocket& s) {
+  if (!s.holders_write.valid()) return s.holders_lost;  // no fork shared it, or unknown
   const int w = s.holders_write.get();
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fd/%d", w);
@@ -49,8 +50,16 @@ bool OthersHold(SanSocket& s) {
 }
 
 bool MayHandOn(const SanSocket& s) {
-  return s.sleepers.load(std::memory_order_acquire) == 0 && s.holders_read.valid() &&
-         s.holders_write.valid();
+  return s.sleepers.load(std::memory_order_acquire) == 0 && !s.holders_lost &&
+         s.holders_read.valid() == s.holders_write.valid();
+}
+
+void HoldAcrossFork(SanSocket* s) {
+  if (!s->stream || s->holders_write.valid() || s->holders_lost) return;
+  if (!MakeHoldersPipe(*s)) {
+    SAN_LOG_WARN("fd %d: no fork-holder pipe at fork (%s); its holders are counted instead",
+                 s->fd.load(), strerror(errno));
+  }
 }
 
 bool PeerIsOurs(SocketTable& table, SanSocket& s) {

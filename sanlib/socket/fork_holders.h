@@ -1,5 +1,6 @@
 // Whether a SAN connection is this thread's alone to hand on (exec_handoff.h, fd_passing.h):
-//   MayHandOn   no other thread of ours sleeps on it, and its fork-holder pipe exists;
+//   MayHandOn   no other thread of ours sleeps on it, and its fork-holders are known (its pipe
+//               exists, or it never needed one: a moved connection no fork shared);
 //   OthersHold  another process still holds it;
 //   PeerIsOurs  its other end is a socket of this process too (it could not answer a move while
 //               this thread waits for the answer).
@@ -12,9 +13,16 @@
 // write ends going). The probe bytes are drained once our read end is back.
 //
 // Only processes that share sanlib's view of the socket count (fork relatives): a process that
-// received the kernel socket over SCM_RIGHTS does not. Used before a connection is handed on
-// (exec_handoff.h, fd_passing.h). Thread-safety: the caller is the only thread using `s`'s
-// holders pipe (it blocks SIGPIPE on its own thread for the probe).
+// received the kernel socket over SCM_RIGHTS does not. A raw clone's child (no fork handler ran)
+// counts only where the pipe was made before it: at connect or accept, not for a moved connection
+// that no fork had shared yet (the one gap of making those pipes at the fork).
+//
+// HoldAcrossFork: the fork prepare handler's visit of each socket: a SAN connection without a
+// pipe (moved to shm after it connected, socket_ops.cc Settle) gets one now, before the fork
+// copies it, so both processes hold its ends; if none can be made (no fd left) the holders are
+// counted instead (proto::Stream users) and the connection is never handed on. Used before a
+// connection is handed on (exec_handoff.h, fd_passing.h). Thread-safety: the caller is the only
+// thread using `s`'s holders pipe (it blocks SIGPIPE on its own thread for the probe).
 #pragma once
 
 #include "sanlib/socket/san_socket.h"
@@ -23,6 +31,7 @@
 namespace san {
 
 bool MayHandOn(const SanSocket& s);
+void HoldAcrossFork(SanSocket* s);
 bool OthersHold(SanSocket& s);
 bool PeerIsOurs(SocketTable& table, SanSocket& s);
 

@@ -18,6 +18,7 @@
 #include "sanlib/common/this_pid.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/fabric/registry.h"
+#include "sanlib/socket/fork_holders.h"
 #include "sanlib/socket/late_fork.h"
 #include "sanlib/socket/rendezvous_owner.h"
 #include "sanlib/socket/socket_ops.h"
@@ -59,11 +60,17 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
         BeginLateFork();
         fork_alone_ = OnlyThreadEver();
         if (fork_alone_) {
-          rt.table_.ForEach([](SanSocket* s) { KeepAcrossFork(s, true); });
+          rt.table_.ForEach([](SanSocket* s) {
+            HoldAcrossFork(s);
+            KeepAcrossFork(s, true);
+          });
           return;
         }
         rt.connections_.QuiesceForFork();  // first: a step of its thread may take the others
-        rt.table_.BeforeFork([](SanSocket* s) { KeepAcrossFork(s, false); });
+        rt.table_.BeforeFork([](SanSocket* s) {
+          HoldAcrossFork(s);
+          KeepAcrossFork(s, false);
+        });
         rt.connections_.BeforeFork();
         rt.closer_.BeforeFork();
       },

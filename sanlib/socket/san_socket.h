@@ -32,6 +32,7 @@ enum class SocketMode : int { kUnconnected = 0, kTcp = 1, kShm = 2 };
 
 struct SanSocket {
   explicit SanSocket(int kernel_fd) : fd(kernel_fd), id(next_id.fetch_add(1) + 1) {}
+  ~SanSocket();  // socket_ops.cc
 
   // One fd number that names the kernel socket. dup() gives the socket more numbers (fd_count);
   // when this one is closed while others remain, it is moved to one of them (Close).
@@ -72,9 +73,15 @@ struct SanSocket {
   // end (socket_ops.cc DropOwnHold); before a hand-on, with our read end closed, a probe write
   // fails with EPIPE iff no other process holds a read end (fork_holders.h OthersHold). A shared
   // count would leak on _exit/exec and race a parent that closes before the child ran its atfork
-  // handler. Made when the stream is settled; invalid if that failed (then the count is used).
+  // handler. Made when the stream is settled at connect or accept, or, for a connection moved to
+  // shm after it connected (the late move, san_upgrade), by the first fork that shares it
+  // (fork_holders.h HoldAcrossFork): a process that never forks saves the pipe's two fds per
+  // channel. Invalid until then, or if making it failed (`holders_lost`: the count is used, and
+  // the connection is never handed on).
   UniqueFd holders_read;
   UniqueFd holders_write;
+  bool holders_lost = false;
+  bool holders_counted = false;  // counted in the fd budget (fd_budget.h CountHoldersPipes)
   // A kernel-TCP connection that may still move to shm (late_upgrade.h); set once, right after
   // it settles as kTcp. `late_made` is stored (release) once it is: a thread that did not call in
   // through the socket (sanstat's report) reads `late` only after seeing it.

@@ -163,10 +163,22 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
 
 bool MakeHoldersPipe(SanSocket& s, bool low) {
   int holders[2];
-  if (pipe2(holders, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  if (pipe2(holders, O_CLOEXEC | O_NONBLOCK) != 0) {
+    s.holders_lost = true;
+    return false;
+  }
   s.holders_read.reset(low ? PlaceLow(holders[0]) : PlaceHigh(holders[0]));
   s.holders_write.reset(low ? PlaceLow(holders[1]) : PlaceHigh(holders[1]));
+  s.holders_lost = false;
+  if (!s.holders_counted) {
+    s.holders_counted = true;
+    CountHoldersPipes(1);
+  }
   return true;
+}
+
+SanSocket::~SanSocket() {
+  if (holders_counted) CountHoldersPipes(-1);
 }
 
 namespace {
@@ -190,10 +202,14 @@ void StartThreadIfConnectionNeedsIt(SanSocket& s, bool active) {
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason) {
   if (stream) {
     if (s.nodelay_requested) stream->SetNoDelay(true);
-    MakeHoldersPipe(s);
+    const bool moved = s.mode.load(std::memory_order_acquire) == SocketMode::kTcp;
+    // Made at connect or accept: a raw clone's child right after accept (vsftpd isolate=YES) runs
+    // no fork handler, and the parent's close must see its hold. A moved one gets it from the
+    // first fork that shares it (fork_holders.h HoldAcrossFork).
+    if (!moved) MakeHoldersPipe(s);
     // A kernel TCP connection moved to a stream (the late move, san_upgrade) was counted as TCP
     // when it settled first; from now on it counts as SAN only, so that SAN_REPORT adds up.
-    if (s.mode.load(std::memory_order_acquire) == SocketMode::kTcp) {
+    if (moved) {
       Runtime::Get().usage().tcp_connections.fetch_sub(1);
     }
     Runtime::Get().CountSettled(stream.get());
