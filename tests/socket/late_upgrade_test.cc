@@ -226,6 +226,90 @@ TEST(LateUpgrade, ForkedHandlerMovesOnceTheAcceptorClosedItsCopy) {
   }
 }
 
+// Pipes among this process's fds (/proc/self/fd).
+int OpenPipes() {
+  int pipes = 0;
+  for (int fd = 0; fd < 65536; ++fd) {
+    char path[64], target[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    const ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n > 0 && strncmp(target, "pipe:", 5) == 0) ++pipes;
+  }
+  return pipes;
+}
+
+// A connection moved to shm after it connected gets its fork-holder pipe only from the first fork
+// that shares it (fork_holders.h HoldAcrossFork): none before (2 fds fewer per channel), and after
+// that fork the parent's close of its copies leaves the connection to the child, which carries
+// on over shm both ways.
+TEST(LateUpgrade, ChannelMovedBeforeAForkIsHeldByBothProcesses) {
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
+  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
+  ASSERT_EQ(san_send(m.upper, "u", 1, 0), 1);
+  char c = 0;
+  ASSERT_EQ(san_recv(m.lower, &c, 1, 0), 1);  // the lower end switches in this call
+  ASSERT_EQ(c, 'u');
+  ASSERT_EQ(SanModeOf(m.upper), SAN_MODE_SHM);
+  ASSERT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const int pipes_before = OpenPipes();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(20);
+    close(go[1]);
+    char token;
+    if (read(go[0], &token, 1) != 1) _exit(3);  // the parent closed its copies
+    const std::string out(100000, 'x');
+    std::string in(out.size(), '\0');
+    auto carry = [&](int from, int to) {
+      return SendAll(from, reinterpret_cast<const uint8_t*>(out.data()), out.size()) &&
+             RecvAll(to, reinterpret_cast<uint8_t*>(in.data()), in.size()) && in == out;
+    };
+    const bool ok = carry(m.upper, m.lower) && carry(m.lower, m.upper) &&
+                    SanModeOf(m.upper) == SAN_MODE_SHM && SanModeOf(m.lower) == SAN_MODE_SHM;
+    _exit(ok ? 0 : 1);
+  }
+  close(go[0]);
+  // Each of the two moved channels got its pipe at the fork, not before.
+  EXPECT_EQ(OpenPipes() - (pipes_before - 1), 4) << "pipes before the fork: " << pipes_before;
+  san_close(m.upper);
+  san_close(m.lower);
+  m.c = m.a = -1;
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  close(go[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's connection did not carry on after the parent's close (status " << status
+      << ")";
+}
+
+// The same, and the child exits without closing (_exit: no handler of ours runs): the parent's
+// close is then the last and the peer reads EOF. A count of holders would still count the child.
+TEST(LateUpgrade, ChannelMovedBeforeAForkEndsOnceTheChildExitedAndTheParentClosed) {
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
+  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
+  ASSERT_EQ(san_send(m.upper, "u", 1, 0), 1);
+  char c = 0;
+  ASSERT_EQ(san_recv(m.lower, &c, 1, 0), 1);
+  ASSERT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  timeval bound{5, 0};
+  ASSERT_EQ(san_setsockopt(m.lower, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound), 0);
+  san_close(m.upper);
+  (m.upper == m.c ? m.c : m.a) = -1;
+  EXPECT_EQ(san_recv(m.lower, &c, 1, 0), 0)
+      << "no EOF after the last holder's close: " << strerror(errno);
+}
+
 // Both processes hold the connection all along: neither moves it (a move by one would leave the
 // other's writes unread), and every byte arrives over kernel TCP.
 TEST(LateUpgrade, ConnectionHeldByTwoProcessesStaysKernelTcp) {
