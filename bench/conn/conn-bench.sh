@@ -24,7 +24,8 @@ usage: $0 [options]
   --only LIST        any of churn,hold,nginx,redis (default all)
   --connections LIST hold: connections at once, one measurement each (default 10000,budget;
                      budget: the most channels the fd budget admits on shm, in hundreds: a
-                     quarter of the fd limit, 7 fds each, sanlib/socket/fd_budget.h)
+                     quarter of the fd limit, 7 fds each for an eager channel,
+                     sanlib/socket/fd_budget.h)
   --seconds S        churn loop and wrk duration per measurement (default 3)
   --requests N       redis-benchmark -n (default 20000)
   --quick            3 runs, 1 s measurements, hold 2000, redis -n 2000: about 2 minutes
@@ -172,7 +173,7 @@ EOF
 }
 # wrk_once WORKLOAD TRANSPORT RUN PORT MASTER [wrk options]: one wrk measurement, recorded
 wrk_once() {
-  local w=$1 t=$2 run=$3 port=$4 master=$5 load before after log rps sockerr non2xx cpu reqs
+  local w=$1 t=$2 run=$3 port=$4 master=$5 load before after log rps sockerr non2xx cpu reqs p99
   shift 5
   log=$OUT/logs/$w.$t.$run.wrk
   log=${log// /_}
@@ -181,7 +182,7 @@ wrk_once() {
   TIMEFORMAT='%3U %3S'
   rm -f "$log.report"
   { time SAN_REPORT="$log.report" timeout $((SECS + 20)) $(prefix "$t") wrk -t1 -d "${SECS}s" \
-      --timeout 5s "$@" "http://127.0.0.1:$port/" > "$log" 2>&1 ; } 2> "$log.time"
+      --timeout 5s --latency "$@" "http://127.0.0.1:$port/" > "$log" 2>&1 ; } 2> "$log.time"
   after=$(cpu_ticks "$master")
   rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$log")
   reqs=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' "$log")
@@ -195,6 +196,11 @@ wrk_once() {
   record "$w" "req/s" "1/s" "$t" "$run" "$rps" "$load"
   [ "${reqs:-0}" = 0 ] && failed "$w" "$t" "$run" "no request succeeded (socket errors ${sockerr:-0}, non-2xx ${non2xx:-0})"
   record "$w" "errors" "count" "$t" "$run" "$(( ${sockerr:-0} + ${non2xx:-0} ))" "$load"
+  # The tail beside the rate: a rate can hide requests left waiting for seconds (an epoll set
+  # that starved its kernel fds did: p99 1 s against TCP's 18 ms at a higher rate).
+  p99=$(awk '$1 == "99%" { v = $2; u = v; sub(/^[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+    printf "%.3f", v * (u == "s" ? 1000 : u == "us" ? 0.001 : 1) }' "$log")
+  [ -n "$p99" ] && record "$w" "p99 latency" "ms" "$t" "$run" "$p99" "$load"
   # wrk's own SAN_REPORT line (sanlib, at exit): the share of its connections that ended on shm
   [ "$t" = san ] && [ -s "$log.report" ] && record "$w" "on shm" "%" "$t" "$run" "$(awk '
     { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] } }
@@ -397,7 +403,7 @@ fi
 echo
 echo "== conn-bench.sh: SAN (sanlib / sanrun) vs kernel TCP, same run, interleaved; load now $(cut -d' ' -f1-3 /proc/loadavg)"
 print_table
-echo "SAN/TCP: ratio of medians (rates: >1 favours SAN; costs such as cpu, fds, memory: <1 favours SAN)."
+echo "SAN/TCP: ratio of medians (rates: >1 favours SAN; costs such as cpu, fds, memory, p99 latency: <1 favours SAN)."
 echo "errors: wrk socket errors + non-2xx responses; redis: error lines; churn/hold: failed connects, echoes."
 echo "CSV: $SUMMARY (summary), $RUNSCSV (every run); logs in $OUT/logs"
 exit $STATUS

@@ -60,6 +60,8 @@ def run(ctx, results):
 
 # The fds one channel holds in each process (sanlib/socket/fd_budget.h kFdsPerChannel): channels
 # are made while they hold less than a quarter of the process's fd limit.
+# An eager channel's fds (fd_budget.h: 5, and its fork-holder pipe, made with every channel made
+# at connect or accept). A channel the late set-up moved has no pipe until a fork shares it (5).
 FDS_PER_CHANNEL = 7
 
 
@@ -89,7 +91,7 @@ LATE_SHARE = {
     "hold": "errors = 0; idle, then one echo each: a moment of use after an idle spell does not "
             "move (each end tries only once in use for the delay)",
     "nginx": "errors = 0; close rows too short to move, keep-alive rows move up to the fd "
-             "budget (a quarter of the fd limit, 7 fds per channel)",
+             "budget (a quarter of the fd limit, 5 fds per moved channel)",
     "redis": "errors = 0; too short to move, by design",
 }
 
