@@ -13,7 +13,7 @@ namespace {
 
 // Why `s` cannot move to TCP now, or nullptr if it can.
 const char* WhyNotMovable(SocketTable& table, SanSocket& s) {
-  if (!MayHandOn(s)) return "another thread waits on it, or it has no fork-holder pipe";
+  if (!MayHandOn(s)) return "another thread waits on it, or its holders are unknown";
   if (OthersHold(s)) return "another process of ours holds it";
   if (PeerIsOurs(table, s)) return "its peer is in this process";
   return nullptr;

@@ -238,20 +238,25 @@ int OpenPipes() {
   return pipes;
 }
 
+// A late pair in this process, moved to shm at both ends.
+void MoveBothEnds(LatePair* m) {
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(m));
+  ASSERT_TRUE(DriveUpperEndToShm(m->upper, m->lower));
+  ASSERT_EQ(san_send(m->upper, "u", 1, 0), 1);
+  char c = 0;
+  ASSERT_EQ(san_recv(m->lower, &c, 1, 0), 1);  // the lower end switches in this call
+  ASSERT_EQ(c, 'u');
+  ASSERT_EQ(SanModeOf(m->upper), SAN_MODE_SHM);
+  ASSERT_EQ(SanModeOf(m->lower), SAN_MODE_SHM);
+}
+
 // A connection moved to shm after it connected gets its fork-holder pipe only from the first fork
 // that shares it (fork_holders.h HoldAcrossFork): none before (2 fds fewer per channel), and after
 // that fork the parent's close of its copies leaves the connection to the child, which carries
 // on over shm both ways.
 TEST(LateUpgrade, ChannelMovedBeforeAForkIsHeldByBothProcesses) {
   LatePair m;
-  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
-  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
-  ASSERT_EQ(san_send(m.upper, "u", 1, 0), 1);
-  char c = 0;
-  ASSERT_EQ(san_recv(m.lower, &c, 1, 0), 1);  // the lower end switches in this call
-  ASSERT_EQ(c, 'u');
-  ASSERT_EQ(SanModeOf(m.upper), SAN_MODE_SHM);
-  ASSERT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
+  ASSERT_NO_FATAL_FAILURE(MoveBothEnds(&m));
   int go[2];
   ASSERT_EQ(pipe(go), 0);
   const int pipes_before = OpenPipes();
@@ -291,12 +296,8 @@ TEST(LateUpgrade, ChannelMovedBeforeAForkIsHeldByBothProcesses) {
 // close is then the last and the peer reads EOF. A count of holders would still count the child.
 TEST(LateUpgrade, ChannelMovedBeforeAForkEndsOnceTheChildExitedAndTheParentClosed) {
   LatePair m;
-  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
-  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
-  ASSERT_EQ(san_send(m.upper, "u", 1, 0), 1);
+  ASSERT_NO_FATAL_FAILURE(MoveBothEnds(&m));
   char c = 0;
-  ASSERT_EQ(san_recv(m.lower, &c, 1, 0), 1);
-  ASSERT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) _exit(0);
