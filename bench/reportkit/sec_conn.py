@@ -58,10 +58,10 @@ def run(ctx, results):
                  "they fail only on errors.")
 
 
-# The fds one channel holds in each process (sanlib/socket/fd_budget.h kFdsPerChannel): channels
-# are made while they hold less than a quarter of the process's fd limit.
-# An eager channel's fds (fd_budget.h: 5, and its fork-holder pipe, made with every channel made
-# at connect or accept). A channel the late set-up moved has no pipe until a fork shares it (5).
+# The fds an eager channel holds in each process (sanlib/socket/fd_budget.h: kFdsPerChannel, and
+# kFdsPerHoldersPipe for the fork-holder pipe every channel made at connect or accept has):
+# channels are made while they hold less than a quarter of the process's fd limit. A channel the
+# late set-up moved has no pipe until a fork shares it: 5.
 FDS_PER_CHANNEL = 7
 
 

@@ -15,14 +15,15 @@
 // Only processes that share sanlib's view of the socket count (fork relatives): a process that
 // received the kernel socket over SCM_RIGHTS does not. A raw clone's child (no fork handler ran)
 // counts only where the pipe was made before it: at connect or accept, not for a moved connection
-// that no fork had shared yet (the one gap of making those pipes at the fork).
-//
-// HoldAcrossFork: the fork prepare handler's visit of each socket: a SAN connection without a
-// pipe (moved to shm after it connected, socket_ops.cc Settle) gets one now, before the fork
-// copies it, so both processes hold its ends; if none can be made (no fd left) the holders are
-// counted instead (proto::Stream users) and the connection is never handed on. Used before a
+// that no fork had shared yet (the one gap of making those pipes at the fork). Used before a
 // connection is handed on (exec_handoff.h, fd_passing.h). Thread-safety: the caller is the only
 // thread using `s`'s holders pipe (it blocks SIGPIPE on its own thread for the probe).
+//
+// HoldAcrossFork: the fork prepare handler's visit of each socket (runtime.cc, under the socket
+// table's exclusive lock unless the process is alone): a SAN connection without a pipe (moved to
+// shm after it connected, socket_ops.cc Settle) gets one now, before the fork copies it, so both
+// processes hold its ends; if none can be made (no fd left) the holders are counted instead
+// (proto::Stream users) and the connection is never handed on.
 #pragma once
 
 #include "sanlib/socket/san_socket.h"

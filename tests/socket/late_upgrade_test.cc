@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "san/san.h"
+#include "support/fd_links.h"
 #include "support/inet.h"
 #include "support/late_pair.h"
 #include "support/san_loopback.h"
@@ -226,14 +227,11 @@ TEST(LateUpgrade, ForkedHandlerMovesOnceTheAcceptorClosedItsCopy) {
   }
 }
 
-// Pipes among this process's fds (/proc/self/fd).
+// Pipes among this process's fds.
 int OpenPipes() {
   int pipes = 0;
-  for (int fd = 0; fd < 65536; ++fd) {
-    char path[64], target[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    const ssize_t n = readlink(path, target, sizeof target - 1);
-    if (n > 0 && strncmp(target, "pipe:", 5) == 0) ++pipes;
+  for (const san::testing_support::FdLink& fd : san::testing_support::FdLinks()) {
+    pipes += fd.target.rfind("pipe:", 0) == 0;
   }
   return pipes;
 }

@@ -38,6 +38,7 @@
 
 #include "san/san.h"
 #include "support/child.h"
+#include "support/fd_links.h"
 #include "support/inet.h"
 
 namespace san::testing {
@@ -263,21 +264,11 @@ inline ReadResult ReadPattern(int fd, uint64_t pos, uint64_t limit = ~0ull) {
 // Inodes of the memfd segments (named "sanlib...") process `pid` holds open.
 inline std::set<ino_t> SanMemfds(pid_t pid) {
   std::set<ino_t> out;
-  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-  DIR* d = opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    const std::string path = dir + "/" + e->d_name;
-    char target[256];
-    ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
-    if (n <= 0) continue;
-    target[n] = '\0';
-    if (std::strncmp(target, "/memfd:sanlib", 13) != 0) continue;
+  for (const testing_support::FdLink& fd : testing_support::FdLinks(pid)) {
+    if (fd.target.rfind("/memfd:sanlib", 0) != 0) continue;
     struct stat st;
-    if (stat(path.c_str(), &st) == 0) out.insert(st.st_ino);
+    if (stat(fd.path.c_str(), &st) == 0) out.insert(st.st_ino);
   }
-  closedir(d);
   return out;
 }
 
@@ -326,19 +317,13 @@ inline int Threads() { return CountEntries("/proc/self/task"); }
 // Abstract unix sockets of sanlib's shm provider held by this process (other tests may run at
 // the same time in this network namespace: only our own fds' sockets count).
 inline int SanRendezvousSockets() {
+  const std::vector<testing_support::FdLink> fds = testing_support::FdLinks();
+  if (fds.empty()) return -1;
   std::set<unsigned long> ours;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  while (dirent* e = readdir(d)) {
-    char target[64];
-    const ssize_t n =
-        readlink(("/proc/self/fd/" + std::string(e->d_name)).c_str(), target, sizeof target - 1);
+  for (const testing_support::FdLink& fd : fds) {
     unsigned long inode = 0;
-    if (n > 0 && (target[n] = '\0', std::sscanf(target, "socket:[%lu]", &inode) == 1)) {
-      ours.insert(inode);
-    }
+    if (std::sscanf(fd.target.c_str(), "socket:[%lu]", &inode) == 1) ours.insert(inode);
   }
-  closedir(d);
   std::ifstream in("/proc/net/unix");
   std::string line;
   std::getline(in, line);  // header
