@@ -184,6 +184,10 @@ class Endpoint {
   }
   // Reaps up to `max` completions into `out`; returns how many. Never blocks.
   virtual int Poll(Completion* out, int max) = 0;
+  // True if a Poll now would find nothing (no completion, the endpoint not broken), known without
+  // the caller's lock; may be called concurrently with Poll. False whenever the endpoint cannot
+  // tell cheaply (the default): the caller then looks the slow way.
+  virtual bool Quiet() { return false; }
 
   // Doorbell protocol: Arm() requests a wake-up on the next receive completion and returns false if
   // one is already waiting (then do not sleep: Poll instead). After a true return, sleeping on

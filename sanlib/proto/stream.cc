@@ -149,6 +149,8 @@ Status Stream::Progress() {
   return l.Progress();
 }
 
+uint64_t Stream::Version() const { return shared_->version.load(std::memory_order_acquire); }
+
 Readiness Stream::GetReadiness() {
   Locked l(*this);
   l.Progress();
@@ -160,6 +162,8 @@ Readiness Stream::GetReadiness() {
   r.readable = sh.recv.count > 0 || r.peer_closed || r.error ||
                (sh.single_copy.win_open && sh.single_copy.win_put);
   r.moved = l.MovedOff();
+  r.packets_received = sh.stats.packets_received;
+  r.version = l.VersionAtRelease();
   r.writable = !r.write_closed && sh.link.wakeup_received && !r.moved &&
                (sh.link.window.has_credit() ||
                 (sh.staging.fill_len > 0 && sh.staging.fill_len < l.PacketMax()));

@@ -89,12 +89,14 @@ class RelayIo {
 
 // What poll() would report, from the stream's own state.
 struct Readiness {
-  bool readable = false;      // data queued, or EOF, or error
-  bool writable = false;      // a send would accept at least one byte now
-  bool peer_closed = false;   // FIN received (POLLRDHUP)
-  bool write_closed = false;  // we sent FIN (shutdown-write or close)
-  int error = 0;              // sticky connection error (ECONNRESET, EPROTO...), 0 if none
-  bool moved = false;         // MOVE went either way: the kernel socket carries what follows
+  bool readable = false;          // data queued, or EOF, or error
+  bool writable = false;          // a send would accept at least one byte now
+  bool peer_closed = false;       // FIN received (POLLRDHUP)
+  bool write_closed = false;      // we sent FIN (shutdown-write or close)
+  int error = 0;                  // sticky connection error (ECONNRESET, EPROTO...), 0 if none
+  bool moved = false;             // MOVE went either way: the kernel socket carries what follows
+  uint64_t packets_received = 0;  // StreamStats::packets_received at this look
+  uint64_t version = 0;           // Version() once this look released the lock
 };
 
 struct StreamStats {
@@ -241,6 +243,13 @@ class Stream {
   Status Progress();
 
   Readiness GetReadiness();
+  // Counts the operations that ended on this stream, in any thread or process holding it (one
+  // atomic load, no lock). While it equals a Readiness's `version` and the endpoint is quiet
+  // (below), that Readiness still holds: every change of the state is an operation, and what the
+  // peer sends waits in the endpoint until an operation reaps it.
+  uint64_t Version() const;
+  // Nothing waits in the endpoint to be reaped (fabric::Endpoint::Quiet): no lock taken.
+  bool EndpointQuiet() { return endpoint_->Quiet(); }
   // Our FIN is acknowledged (so everything we sent arrived) and we owe the peer nothing (no
   // FINACK, no buffered data): safe to release. The peer's FIN is not waited for, as a kernel
   // socket in FIN_WAIT_2 holds no application state either. Releasing breaks the link: the peer

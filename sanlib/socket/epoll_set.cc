@@ -553,6 +553,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
       m->data = event->data;
       m->disabled = false;  // MOD re-arms a fired EPOLLONESHOT and re-reports an edge
       m->reported = false;
+      m->stamp = ReadinessStamp{};  // its mask was for the events asked before
       return 0;
     default:
       if (!m) return Fail(ENOENT);
@@ -610,6 +611,17 @@ void EpollSet::MarkFired(int epfd, int inner, const std::vector<SleepWatch>& wat
   }
 }
 
+uint32_t EpollSet::LookLocked(Member& m) {
+  if (m.stamp_reuses < kStampReuses && StampHolds(*m.socket, m.stamp)) {
+    ++m.stamp_reuses;
+    return m.stamp_mask;
+  }
+  m.stamp_reuses = 0;
+  m.stamp_mask = static_cast<uint16_t>(
+      SocketRevents(*m.socket, static_cast<short>(m.events & kEventBits), &m.stamp));
+  return m.stamp_mask;
+}
+
 int EpollSet::CollectLocked(epoll_event* events, int max) {
   const size_t size = members_.size();
   const size_t start = size ? next_ % size : 0;
@@ -618,12 +630,16 @@ int EpollSet::CollectLocked(epoll_event* events, int max) {
     const size_t i = (start + k) % size;
     Member& m = members_[i];
     if (m.pending || m.disabled) continue;
-    const uint32_t mask =
-        static_cast<uint16_t>(SocketRevents(*m.socket, static_cast<short>(m.events & kEventBits)));
+    const uint32_t mask = LookLocked(m);
     bool report = mask != 0;
     if (m.events & EPOLLET) {
+      // The stamp's count is the stream's at the look (the stamp holds: no packet since); a look
+      // that made no stamp asks the stream.
       uint64_t packets = m.last_packets;
-      if (mask) packets = m.socket->stream->Stats().packets_received;
+      if (mask) {
+        packets =
+            m.stamp.version ? m.stamp.packets_received : m.socket->stream->Stats().packets_received;
+      }
       report = mask && (!m.reported || mask != m.last_mask || packets != m.last_packets);
       m.last_mask = mask;
       if (report) {

@@ -19,6 +19,13 @@
 //
 // Edge-triggered members report when their ready mask changes or a packet arrived since the last
 // report (the kernel also re-reports on every new segment); never less often than the kernel.
+//
+// Every call looks at every member (the set has no ready list), but a member whose stream saw no
+// operation and whose endpoint holds nothing new since its last full look is answered from that
+// look (its ReadinessStamp, socket_ops.h: a few atomic loads instead of locking the stream and
+// polling its endpoint), and fully looked at again at least every kStampReuses calls. An idle
+// member costs about a third of what it did (conn-bench hold: epoll_wait(0) over 700 idle shm
+// connections 57 us against 187 without stamps; the kernel's 0.14).
 // Members whose fd was closed are dropped lazily (they are matched by fd and socket id).
 //
 // epoll_ctl on a SAN socket wakes the threads asleep in epoll_wait on the set, as the kernel wakes
@@ -127,7 +134,17 @@ class EpollSet {
     uint64_t last_packets = 0;  // edge-triggered: packets received at the last report
     int bell_fd = -1;           // the doorbell registered in inner_ (-1: none)
     bool tcp_watched = false;   // its kernel socket is registered in inner_ (peer death)
+    // The last full look (CollectLocked): its mask and what it depended on, reused while that
+    // holds (StampHolds), up to kStampReuses times in a row. Reset when `events` change.
+    ReadinessStamp stamp = {};
+    uint32_t stamp_mask = 0;
+    uint32_t stamp_reuses = 0;
   };
+  // A full look at least this often per member, whatever the stamp says: a bound on any staleness
+  // the stamp's contract allows.
+  static constexpr uint32_t kStampReuses = 256;
+  // The member's events now, from its stamp when that holds, else a full look (which renews it).
+  static uint32_t LookLocked(Member& m);
 
   // The set for epfd, made if `create`; call with the registry's lifetime lock held (shared).
   static EpollSet* Find(int epfd, bool create);

@@ -111,7 +111,8 @@ CandidateSleep SleepOnCandidates(pollfd* fds, nfds_t nfds, int left, uint64_t se
 
 }  // namespace
 
-short SocketRevents(SanSocket& s, short events) {
+short SocketRevents(SanSocket& s, short events, ReadinessStamp* stamp) {
+  if (stamp) *stamp = ReadinessStamp{};
   if (s.connecting.load(std::memory_order_acquire) && !ConnectProgress(s)) return 0;
   // What this look reaps (data, credits) may be what another thread asleep on the socket waits
   // for, and its doorbell will not ring for it again: wake it, as the data path does after every
@@ -134,6 +135,12 @@ short SocketRevents(SanSocket& s, short events) {
     }
     r = s.stream->GetReadiness();
   }
+  if (stamp && !others_asleep && !inflow && !r.moved &&
+      !s.connecting.load(std::memory_order_acquire)) {
+    *stamp =
+        ReadinessStamp{r.version, r.packets_received, s.read_shut.load(std::memory_order_relaxed),
+                       s.error_reported.load(std::memory_order_relaxed)};
+  }
   short revents =
       static_cast<short>(kernel_revents | (inflow ? kInEvents | (inflow & POLLRDHUP) : 0));
   const bool read_closed = r.peer_closed || s.read_shut.load(std::memory_order_relaxed);
@@ -147,6 +154,16 @@ short SocketRevents(SanSocket& s, short events) {
     if (read_closed && r.write_closed) revents |= POLLHUP;
   }
   return revents & (events | POLLERR | POLLHUP);
+}
+
+bool StampHolds(SanSocket& s, const ReadinessStamp& stamp) {
+  // The version first: an operation that ends after this load and reaped what the endpoint held
+  // is the "look just before" of the contract (socket_ops.h).
+  return stamp.version != 0 && s.stream->Version() == stamp.version &&
+         !s.connecting.load(std::memory_order_acquire) &&
+         s.read_shut.load(std::memory_order_relaxed) == stamp.read_shut &&
+         s.error_reported.load(std::memory_order_relaxed) == stamp.error_reported &&
+         !InflowPending(s) && s.stream->EndpointQuiet();
 }
 
 int Poll(pollfd* fds, nfds_t nfds, int timeout_ms, const sigset_t* sigmask) {

@@ -81,8 +81,24 @@ int Ioctl(int fd, unsigned long request, void* arg);
 int Upgrade(int fd);
 int GetInfo(int fd, san_info* info);
 
-// Readiness of a SAN socket in poll(2) terms, for the events asked (plus POLLERR/POLLHUP).
-short SocketRevents(SanSocket& s, short events);
+// What one look at a SAN socket's readiness depended on, for a later look to reuse its answer
+// while none of it changed (StampHolds): epoll_wait looks at every member of a set at each call,
+// and most of a thousand keep-alive connections have nothing new.
+struct ReadinessStamp {
+  uint64_t version = 0;  // the stream's version after the look (proto::Stream::Version); 0: none
+  uint64_t packets_received = 0;  // the stream's count then
+  bool read_shut = false;
+  bool error_reported = false;
+};
+// Readiness of a SAN socket in poll(2) terms, for the events asked (plus POLLERR/POLLHUP). With
+// `stamp`, also what the answer depended on (version 0 if it may not be reused: a connect in
+// progress, the peer's TCP bytes still to read, a move to TCP, other threads asleep on it).
+short SocketRevents(SanSocket& s, short events, ReadinessStamp* stamp = nullptr);
+// True if SocketRevents would give what it gave with `stamp`, for the same events: no operation
+// on the stream since, nothing for it waiting in the endpoint, and the socket's own flags the same.
+// A few atomic loads, no lock. It may miss what another thread is reaping at this very moment (as
+// a look just before would have): a caller about to sleep looks the slow way first.
+bool StampHolds(SanSocket& s, const ReadinessStamp& stamp);
 // Sleeps until one of `sockets` may be ready for its `events` or one of `kernel_fds` is (their
 // revents are filled in), the timeout passes (0) or a signal arrives (-1, EINTR). Arms every
 // doorbell and re-checks first, so nothing arriving meanwhile is missed. Returns > 0 when woken.

@@ -251,6 +251,26 @@ int ShmEndpoint::Poll(Completion* out, int max) {
   return 0;
 }
 
+bool ShmEndpoint::Quiet() {
+  if (local_->sendq_head.load(std::memory_order_relaxed) !=
+      local_->sendq_tail.load(std::memory_order_acquire)) {
+    return false;
+  }
+  if (local_->broken_reason.load(std::memory_order_relaxed) != 0 ||
+      peer_->gone.load(std::memory_order_relaxed) != 0) {
+    return false;
+  }
+  const uint64_t pos = local_->recv_done.load(std::memory_order_acquire);
+  const RecvCompletion& c = own_->completion_ring[pos & kRingMask];
+  if (ClassifySlot(c.seq.load(std::memory_order_acquire), pos) != SlotState::kEmpty) return false;
+  // A quiet look counts as one of Poll's empty ones; the one due for the liveness peek is left to
+  // Poll (a peer killed while its connection idles is found as soon as with Poll alone).
+  const uint32_t empty = local_->empty_polls.load(std::memory_order_relaxed) + 1;
+  if (empty % kLivenessEveryEmptyPolls == 0) return false;
+  local_->empty_polls.store(empty, std::memory_order_relaxed);
+  return true;
+}
+
 // Once broken: receives that already completed are still delivered (stopping at the first slot
 // that is not cleanly ready), then every other posted receive is flushed with ECONNRESET.
 int ShmEndpoint::PollBroken(Completion* out, int max, int n) {

@@ -61,6 +61,7 @@ class ShmEndpoint final : public Endpoint {
   Status PostSend(const SendWork& work) override;
   Status PostSendFromFile(const SendWork& work, const FileSlice& file, FileRead* read) override;
   int Poll(Completion* out, int max) override;
+  bool Quiet() override;
   bool Arm() override;
   UniqueFd TakeProof() override { return std::move(parts_.proof); }
   int notify_fd() const override { return epoll_.get(); }

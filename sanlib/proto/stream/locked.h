@@ -35,11 +35,21 @@ class Stream::Locked {
   explicit Locked(Stream& s) : s_(s), sh_(*s.shared_) { sh_.lock.lock(); }
   // Takes over a lock the caller already acquired (try_lock).
   Locked(Stream& s, std::adopt_lock_t) : s_(s), sh_(*s.shared_) {}
-  ~Locked() { sh_.lock.unlock(); }
+  ~Locked() {
+    BumpVersion();
+    sh_.lock.unlock();
+  }
   Locked(const Locked&) = delete;
   Locked& operator=(const Locked&) = delete;
 
   StreamShared& sh() { return sh_; }
+  // The state may have changed: a reader of Stream::Version looks again. Before every release of
+  // the lock.
+  void BumpVersion() {
+    sh_.version.store(sh_.version.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+  // The version once this scope has released the lock (GetReadiness's stamp).
+  uint64_t VersionAtRelease() const { return sh_.version.load(std::memory_order_relaxed) + 1; }
 
   // ---- The link (stream/link_inl.h) ----
 

@@ -161,6 +161,10 @@ namespace san::proto {
 struct StreamShared {
   SpinLock lock;
   std::atomic<uint32_t> users{1};  // processes holding the connection (atomic: no lock)
+  // One more each time the lock is released (Stream::Locked), so a reader without the lock can
+  // tell that no operation changed the state since it last looked (Stream::Version). Written only
+  // with the lock held.
+  std::atomic<uint64_t> version{0};
   stream::LinkState link;
   stream::ReceiveQueue recv;
   stream::StagingState staging;

@@ -30,6 +30,7 @@ void Stream::Locked::WaitSendsDone(uint64_t target) {
       CpuRelax();
       continue;
     }
+    BumpVersion();
     sh_.lock.unlock();
     sched_yield();
     sh_.lock.lock();
