@@ -115,6 +115,9 @@ bool Hold(const Options& o, Summary* summary) {
       summary->Add(workload, "slab/conn", "KiB", t, run, r.slab_kib_per_conn, load);
       summary->Add(workload, "conns/GiB", "1/GiB", t, run, r.conns_per_gib, load);
       summary->Add(workload, "cpu/conn", "us", t, run, r.cpu_us_per_conn, load);
+      if (r.idle_wait_us >= 0) {
+        summary->Add(workload, "epoll_wait idle", "us", t, run, r.idle_wait_us, load);
+      }
     }
   }
   return all_ok;

@@ -14,7 +14,8 @@ namespace {
 const char kUsage[] =
     "usage: conn-bench churn|hold [options]\n"
     "  churn: connect + 1-byte echo + close in a loop, connections/s and CPU us per connection\n"
-    "  hold:  N concurrent connections between two processes: fds, memory, set-up time each\n"
+    "  hold:  N concurrent connections between two processes: fds, memory, set-up time each,\n"
+    "         and one epoll_wait(0) over them all, none ready (what idle connections cost)\n"
     "Each measurement runs once per transport per run, interleaved (san, tcp, san, tcp, ...).\n"
     "options:\n"
     "  --transport LIST     san,tcp (default both; san = <san/san.h>, tcp = kernel sockets)\n"

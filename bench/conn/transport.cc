@@ -14,12 +14,14 @@ namespace {
 int TcpClose(int fd) { return ::close(fd); }
 int TcpPoll(pollfd* fds, nfds_t nfds, int timeout_ms) { return ::poll(fds, nfds, timeout_ms); }
 
-constexpr Calls kSan = {"san",        SOCK_SAN, san_socket, san_bind,           san_listen,
-                        san_accept,   san_connect, san_send, san_recv,          san_close,
-                        san_setsockopt, san_getsockname, san_poll};
-constexpr Calls kTcp = {"tcp",        SOCK_STREAM, ::socket, ::bind,        ::listen,
-                        ::accept,     ::connect,   ::send,   ::recv,        TcpClose,
-                        ::setsockopt, ::getsockname, TcpPoll};
+constexpr Calls kSan = {"san",      SOCK_SAN,          san_socket,     san_bind,
+                        san_listen, san_accept,        san_connect,    san_send,
+                        san_recv,   san_close,         san_setsockopt, san_getsockname,
+                        san_poll,   san_epoll_create1, san_epoll_ctl,  san_epoll_wait};
+constexpr Calls kTcp = {"tcp",    SOCK_STREAM,     ::socket,     ::bind,
+                        ::listen, ::accept,        ::connect,    ::send,
+                        ::recv,   TcpClose,        ::setsockopt, ::getsockname,
+                        TcpPoll,  ::epoll_create1, ::epoll_ctl,  ::epoll_wait};
 
 }  // namespace
 
@@ -34,12 +36,15 @@ std::string ConnectionMode(const Calls& calls, int fd, std::string* why) {
   san_info info{};
   if (san_getinfo(fd, &info) != 0) return "unknown";
   switch (info.mode) {
-    case SAN_MODE_SHM: return "shm";
-    case SAN_MODE_VERBS: return "verbs";
+    case SAN_MODE_SHM:
+      return "shm";
+    case SAN_MODE_VERBS:
+      return "verbs";
     case SAN_MODE_TCP:
       if (why != nullptr) *why = info.fallback;
       return "tcp";
-    default: return "none";
+    default:
+      return "none";
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -31,6 +32,9 @@ struct Calls {
   int (*setsockopt)(int fd, int level, int name, const void* value, socklen_t len);
   int (*getsockname)(int fd, sockaddr* addr, socklen_t* len);
   int (*poll)(pollfd* fds, nfds_t nfds, int timeout_ms);
+  int (*epoll_create1)(int flags);
+  int (*epoll_ctl)(int epfd, int op, int fd, epoll_event* event);
+  int (*epoll_wait)(int epfd, epoll_event* events, int max_events, int timeout_ms);
 };
 
 // The table for "san" or "tcp"; nullptr for any other name.
