@@ -184,9 +184,11 @@ class Endpoint {
   }
   // Reaps up to `max` completions into `out`; returns how many. Never blocks.
   virtual int Poll(Completion* out, int max) = 0;
-  // True if a Poll now would find nothing (no completion, the endpoint not broken), known without
-  // the caller's lock; may be called concurrently with Poll. False whenever the endpoint cannot
-  // tell cheaply (the default): the caller then looks the slow way.
+  // True if nothing came from the peer since the last Poll: a Poll now would find no receive
+  // completion and the endpoint not broken (only, maybe, completions of the caller's own sends,
+  // which change nothing the peer did). Known without the caller's lock; may be called
+  // concurrently with Poll. False whenever the endpoint cannot tell cheaply (the default): the
+  // caller then looks the slow way.
   virtual bool Quiet() { return false; }
 
   // Doorbell protocol: Arm() requests a wake-up on the next receive completion and returns false if
