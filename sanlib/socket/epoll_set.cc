@@ -456,6 +456,7 @@ void EpollSet::IndexLocked(int fd, size_t at) {
 void EpollSet::AddMemberLocked(Member m) {
   members_.push_back(m);
   CountsChangedLocked();
+  refresh_due_ = true;  // it may have settled already
   if (!fd_index_dirty_) IndexLocked(m.fd, members_.size() - 1);  // the others keep their places
 }
 
@@ -565,6 +566,16 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
 void EpollSet::RefreshLocked(int epfd) {
   const uint64_t generation = ReadinessGeneration();  // before the look: a change during it counts
   SocketTable& table = Table();
+  const uint64_t changes = table.Changes();
+  // Nothing closed, settled or moved in the process, and no member joined, since the last look:
+  // it would find what it found (a pass over every member, for every epoll_wait of a set with
+  // thousands of them).
+  if (!refresh_due_ && changes == seen_changes_ && generation == seen_generation_.load()) {
+    PublishSizesLocked();  // members may have left or settled through epoll_ctl
+    return;
+  }
+  refresh_due_ = false;
+  seen_changes_ = changes;
   const size_t before = members_.size();
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](Member& m) {
@@ -693,8 +704,7 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
         auto pin = Table().Pin();
         std::lock_guard<std::mutex> lock(set->mu_);
         set->RefreshLocked(epfd);
-        any_san = std::any_of(set->members_.begin(), set->members_.end(),
-                              [](const Member& m) { return !m.pending; });
+        any_san = set->san_size_.load(std::memory_order_relaxed) > 0;  // published by the refresh
         kernel_turn = set->kernel_owed_;
         if (kernel_turn) san_cap = max_events / 2;
         n = set->CollectLocked(events, san_cap);

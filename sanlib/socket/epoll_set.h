@@ -203,6 +203,10 @@ class EpollSet {
   std::atomic<size_t> san_size_{0};
   // The readiness generation (late_phase.h) RefreshLocked last started from (never one yet).
   std::atomic<uint64_t> seen_generation_{~uint64_t{0}};
+  // The socket table's Changes() RefreshLocked last started from, and whether members joined
+  // since (then it looks whatever the counts say).
+  uint64_t seen_changes_ = ~uint64_t{0};
+  bool refresh_due_ = true;
   // Recounts the sizes above, if members_ changed since (sizes_dirty_).
   void PublishSizesLocked();
   // A member joined, or stopped being pending: the pending index and the counts are stale.

@@ -222,6 +222,7 @@ void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string rea
     Runtime::Get().CountSettled(nullptr);
     s.fallback_reason = std::move(reason);
     s.mode.store(SocketMode::kTcp, std::memory_order_release);
+    Runtime::Get().table().NoteChange();  // epoll sets drop it from their pending members
     SAN_LOG_INFO("fd %d: kernel TCP: %s", s.fd.load(), s.fallback_reason.c_str());
   }
 }

@@ -28,7 +28,16 @@ class SocketTable {
   // Publishes `socket` under another fd number too (dup); false as Insert.
   bool InsertAs(int fd, SanSocket* socket) { return index_.Insert(fd, socket); }
   // Unpublishes and returns the socket for fd (nullptr if none).
-  SanSocket* Remove(int fd) { return index_.Remove(fd); }
+  SanSocket* Remove(int fd) {
+    SanSocket* s = index_.Remove(fd);
+    if (s) NoteChange();
+    return s;
+  }
+  // Counts the numbers that left the table and the sockets that settled (connected: their mode
+  // decided): a reader that sees the same count as before its last look at some sockets would see
+  // them, by number and mode, as it did then (EpollSet::RefreshLocked).
+  uint64_t Changes() const { return changes_.load(std::memory_order_acquire); }
+  void NoteChange() { changes_.fetch_add(1, std::memory_order_acq_rel); }
   // Some fd number under which `socket` is published, other than `except` (-1 if none).
   int AnotherFdOf(const SanSocket* socket, int except);
   // Calls fn once for every socket, however many numbers it has (under the table mutex: fn must
@@ -74,6 +83,7 @@ class SocketTable {
 
  private:
   FdIndex<SanSocket> index_;
+  std::atomic<uint64_t> changes_{0};
   std::shared_mutex lifetime_;
 };
 
