@@ -456,7 +456,7 @@ void EpollSet::IndexLocked(int fd, size_t at) {
 void EpollSet::AddMemberLocked(Member m) {
   members_.push_back(m);
   CountsChangedLocked();
-  refresh_due_ = true;  // it may have settled already
+  refresh_due_ = true;                                           // it may have settled already
   if (!fd_index_dirty_) IndexLocked(m.fd, members_.size() - 1);  // the others keep their places
 }
 
