@@ -456,7 +456,8 @@ void EpollSet::IndexLocked(int fd, size_t at) {
 void EpollSet::AddMemberLocked(Member m) {
   members_.push_back(m);
   CountsChangedLocked();
-  refresh_due_ = true;                                           // it may have settled already
+  // It may have settled already; the refresh will tell.
+  refresh_due_ = true;
   if (!fd_index_dirty_) IndexLocked(m.fd, members_.size() - 1);  // the others keep their places
 }
 
