@@ -634,14 +634,26 @@ uint32_t EpollSet::LookLocked(Member& m) {
   return m.stamp_mask;
 }
 
+const std::vector<uint32_t>& EpollSet::SanIndexLocked() {
+  if (san_index_dirty_) {
+    san_index_dirty_ = false;
+    san_index_.clear();
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!members_[i].pending) san_index_.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  return san_index_;
+}
+
 int EpollSet::CollectLocked(epoll_event* events, int max) {
-  const size_t size = members_.size();
+  const std::vector<uint32_t>& sans = SanIndexLocked();
+  const size_t size = sans.size();
   const size_t start = size ? next_ % size : 0;
   int n = 0;
   for (size_t k = 0; k < size && n < max; ++k) {
     const size_t i = (start + k) % size;
-    Member& m = members_[i];
-    if (m.pending || m.disabled) continue;
+    Member& m = members_[sans[i]];
+    if (m.disabled) continue;
     const uint32_t mask = LookLocked(m);
     bool report = mask != 0;
     if (m.events & EPOLLET) {

@@ -212,7 +212,7 @@ class EpollSet {
   // Recounts the sizes above, if members_ changed since (sizes_dirty_).
   void PublishSizesLocked();
   // A member joined, or stopped being pending: the pending index and the counts are stale.
-  void CountsChangedLocked() { pending_index_dirty_ = sizes_dirty_ = true; }
+  void CountsChangedLocked() { pending_index_dirty_ = sizes_dirty_ = san_index_dirty_ = true; }
   // Members left in bulk (RefreshLocked): the fd index is stale too (members after them moved
   // down). One member leaving (DropFdLocked) keeps the index current.
   void MemberLeftLocked() {
@@ -238,7 +238,13 @@ class EpollSet {
   bool fd_index_dirty_ = false;
   void IndexLocked(int fd, size_t at);  // fd_index_[fd] = at + 1, growing it as needed
   bool sizes_dirty_ = false;
-  size_t next_ = 0;  // where the next scan starts (fairness among ready members)
+  size_t next_ = 0;  // where the next scan starts in san_index_ (fairness among ready members)
+  // Indices in members_ of the members that are not pending, for the collect: a set of thousands
+  // of pending kernel-TCP members and a few on shm passed over all of them at every call. Rebuilt
+  // after members_ changed (CountsChangedLocked: a member joined, left, moved, or settled).
+  const std::vector<uint32_t>& SanIndexLocked();
+  std::vector<uint32_t> san_index_;
+  bool san_index_dirty_ = true;
   // The last Wait filled every slot with SAN members and left the kernel's fds (the listener, TCP
   // connections, pipes) unasked: the next one gives them their turn first (Wait).
   bool kernel_owed_ = false;
