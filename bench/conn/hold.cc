@@ -85,8 +85,9 @@ int ReportThenCloseAll(const Calls& calls, SpareFds* spare, SideReport* report,
 
 // One epoll_wait(0) over every connection in `fds`, all idle (each carried its byte, read): the
 // cost of a set's members that have nothing to say (an event loop pays it at every call). The
-// median of 5 batches of calls, each batch about 50 ms; -1 if the set could not be made. The
-// epoll fd is closed before the caller counts its fds.
+// median of 5 batches of calls, each batch about 50 ms; -1 if the set could not be made or a
+// call did not return 0 (a connection ready, or an error: the figure would not be the idle one).
+// The epoll fd is closed before the caller counts its fds.
 double IdleWaitUs(const Calls& calls, const std::vector<int>& fds) {
   const int ep = calls.epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return -1;
@@ -106,7 +107,10 @@ double IdleWaitUs(const Calls& calls, const std::vector<int>& fds) {
     const double start = Now();
     long made = 0;
     while (made < calls_per_batch || Now() - start < 0.05) {
-      if (calls.epoll_wait(ep, events, 64, 0) != 0) break;  // nothing may be ready
+      if (calls.epoll_wait(ep, events, 64, 0) != 0) {
+        calls.close(ep);
+        return -1;
+      }
       ++made;
     }
     const double took = Now() - start;

@@ -117,6 +117,9 @@ bool Hold(const Options& o, Summary* summary) {
       summary->Add(workload, "cpu/conn", "us", t, run, r.cpu_us_per_conn, load);
       if (r.idle_wait_us >= 0) {
         summary->Add(workload, "epoll_wait idle", "us", t, run, r.idle_wait_us, load);
+      } else {
+        summary->AddNote(workload, t + ": epoll_wait idle not measured (a connection was ready, "
+                                       "or the set could not be made)");
       }
     }
   }
