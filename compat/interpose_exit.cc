@@ -7,12 +7,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sanlib/common/fork_path.h"
 #include "sanlib/common/raw_syscall.h"
 #include "sanlib/socket/runtime.h"
 
 namespace {
 
-[[noreturn]] void QuickExit(int status) {
+[[noreturn]] SAN_FORK_PATH void QuickExit(int status) {
   san::Runtime::AtQuickExit();
   // sanlib's own trap (common/raw_syscall.h): a fork child that ends here runs no libc code.
   for (;;) san::Syscall(SYS_exit_group, status);
@@ -22,7 +23,7 @@ namespace {
 
 extern "C" {
 
-void _exit(int status) { QuickExit(status); }
-void _Exit(int status) { QuickExit(status); }
+SAN_FORK_PATH void _exit(int status) { QuickExit(status); }
+SAN_FORK_PATH void _Exit(int status) { QuickExit(status); }
 
 }  // extern "C"

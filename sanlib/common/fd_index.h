@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <mutex>
 
+#include "sanlib/common/fork_held_mutex.h"
+
 namespace san {
 
 template <typename T>
@@ -49,12 +51,16 @@ class FdIndex {
     if (was) --size_;
     return was;
   }
-  // Calls fn(fd, value) for every entry, under the writers' mutex (fn must not Insert/Remove).
+  // Calls fn(fd, value) for every entry, under the writers' mutex (fn must not Insert/Remove, nor
+  // start a thread). A process in which no second thread ever ran takes no mutex: nobody else
+  // could hold it, and the fork handlers run these (socket/runtime.cc), where the mutex's write
+  // would fault on a page the last fork made copy-on-write, in the parent and in the child.
   // Stops at the last entry: a fork child runs several of these, and a process holding one
   // listener should not scan a thousand empty slots each time.
   template <typename Fn>
   void ForEach(Fn&& fn) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (!OnlyThreadEver()) lock.lock();
     size_t left = size_;
     for (int p = 0; p < kPages && left > 0; ++p) {
       Page* page = pages_[p].load(std::memory_order_acquire);

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "sanlib/common/fork_path.h"
+
 namespace san {
 namespace {
 
@@ -37,7 +39,7 @@ void ForkHeldMutex::BeforeFork() {
   }
 }
 
-void ForkHeldMutex::AfterFork() {
+SAN_FORK_PATH void ForkHeldMutex::AfterFork() {
   const int n = held_count.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) {
     ForkHeldMutex* m = held[i].load(std::memory_order_relaxed);

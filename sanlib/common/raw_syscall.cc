@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "sanlib/common/fork_path.h"
+
 namespace san {
 namespace {
 
@@ -39,7 +41,7 @@ long Trap(long nr, long a, long b, long c, long d, long e, long f) {
 
 }  // namespace
 
-long Syscall6(long nr, long a, long b, long c, long d, long e, long f) {
+SAN_FORK_PATH long Syscall6(long nr, long a, long b, long c, long d, long e, long f) {
   const long ret = Trap(nr, a, b, c, d, e, f);
   if (ret < 0 && ret > -4096) {
     errno = static_cast<int>(-ret);

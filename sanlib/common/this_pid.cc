@@ -6,6 +6,7 @@
 #include <atomic>
 #include <new>
 
+#include "sanlib/common/fork_path.h"
 #include "sanlib/common/raw_syscall.h"
 
 namespace san {
@@ -29,9 +30,9 @@ std::atomic<pid_t>* WipedInChildren() {
 
 }  // namespace
 
-pid_t KernelPid() { return static_cast<pid_t>(Syscall(SYS_getpid)); }
+SAN_FORK_PATH pid_t KernelPid() { return static_cast<pid_t>(Syscall(SYS_getpid)); }
 
-pid_t RefreshThisPid() {
+SAN_FORK_PATH pid_t RefreshThisPid() {
   std::atomic<pid_t>* slot = WipedInChildren();
   const pid_t pid = KernelPid();
   if (slot) slot->store(pid, std::memory_order_relaxed);

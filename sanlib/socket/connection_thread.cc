@@ -18,6 +18,7 @@
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/fork_held_mutex.h"
+#include "sanlib/common/fork_path.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/own_thread.h"
@@ -535,7 +536,7 @@ void ConnectionThread::AfterForkChild() {
   mu_.unlock();
 }
 
-void ConnectionThread::AfterForkChildAlone() {
+SAN_FORK_PATH void ConnectionThread::AfterForkChildAlone() {
   // The parent's candidates are the parent's to schedule (late_fork.h): not a write otherwise.
   if (!late_.empty()) {
     late_.clear();

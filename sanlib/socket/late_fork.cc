@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "sanlib/common/fork_path.h"
 #include "sanlib/common/log.h"
 #include "sanlib/socket/fork_holders.h"
 #include "sanlib/socket/late_upgrade.h"
@@ -37,22 +38,36 @@ void Keep(SanSocket* s, bool alone) {
   kept[kept_count++] = s;
 }
 
-bool IsKept(const SanSocket* s) {
+SAN_FORK_PATH bool IsKept(const SanSocket* s) {
   for (size_t i = 0; i < kept_count; ++i) {
     if (kept[i] == s) return true;
   }
   return false;
 }
 
+// The child's visit of a candidate it was not given: only marked, since what the set-up made (a
+// stream, a listener) is the parent's to use or end; the child drops its copy of the stream's fds
+// and mappings.
+SAN_FORK_PATH void GiveUpInChild(SanSocket* s) {
+  if (!LatePending(*s) || IsKept(s)) return;
+  LateUpgrade& u = *s->late;
+  s->late_pending.store(false, std::memory_order_release);
+  SetLatePhase(u.phase, LatePhase::kFailed);
+  proto::Stream::ForgetForkCopy(std::move(u.stream));
+  u.token = 0;
+}
+
 }  // namespace
 
-void BeginLateFork() { kept_count = 0; }
+void BeginLateFork() {
+  if (kept_count != 0) kept_count = 0;  // no write when none was kept: the page is copy-on-write
+}
 
 void KeepAcrossFork(SanSocket* s, bool alone) {
   if (LatePending(*s)) Keep(s, alone);
 }
 
-void AfterLateFork(bool child, bool alone) {
+SAN_FORK_PATH void AfterLateFork(bool child, bool alone) {
   if (child && !alone) {
     // Our copies of the kept ones are whole (their step locks were held across the fork), save
     // the locks of the parent's other threads: a reader asleep in the kernel holds in_mu, a
@@ -64,18 +79,7 @@ void AfterLateFork(bool child, bool alone) {
       u.io.store(0);
     }
   }
-  if (child) {
-    Runtime::Get().table().ForEach([](SanSocket* s) {
-      if (!LatePending(*s) || IsKept(s)) return;
-      // Only marked: what the set-up made (a stream, a listener) is the parent's to use or end;
-      // the child drops its copy of the stream's fds and mappings.
-      LateUpgrade& u = *s->late;
-      s->late_pending.store(false, std::memory_order_release);
-      SetLatePhase(u.phase, LatePhase::kFailed);
-      proto::Stream::ForgetForkCopy(std::move(u.stream));
-      u.token = 0;
-    });
-  }
+  if (child) Runtime::Get().table().ForEachPlain(&GiveUpInChild);
   if (!alone) {
     for (size_t i = 0; i < kept_count; ++i) kept[i]->late->mu.unlock();
   }

@@ -14,6 +14,7 @@
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/file_identity.h"
 #include "sanlib/common/fork_held_mutex.h"
+#include "sanlib/common/fork_path.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/fabric/address.h"
@@ -25,7 +26,7 @@
 
 namespace san {
 
-Runtime& Runtime::Get() {
+SAN_FORK_PATH Runtime& Runtime::Get() {
   static Runtime* runtime = [] {
     auto* rt = new Runtime();
     created_.store(rt, std::memory_order_release);
@@ -58,7 +59,8 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
         WatchForeignRendezvous();  // before the locks: it may open a rendezvous
         Runtime& rt = Get();
         BeginLateFork();
-        fork_alone_ = OnlyThreadEver();
+        const bool alone = OnlyThreadEver();
+        if (fork_alone_ != alone) fork_alone_ = alone;  // as BeginLateFork: no write if unchanged
         if (fork_alone_) {
           rt.table_.ForEach([](SanSocket* s) {
             HoldAcrossFork(s);
@@ -86,7 +88,7 @@ Runtime::Runtime() : config_(Config::Get()), connections_(table_) {
   atexit(&Runtime::AtExit);
 }
 
-void Runtime::AfterForkChild() {
+SAN_FORK_PATH void Runtime::AfterForkChild() {
   Runtime& rt = Get();
   rt.pid_.store(RefreshThisPid());
   rt.usage_.Reset();  // this process's own from now on (usage())
@@ -101,7 +103,7 @@ void Runtime::AfterForkChild() {
   AfterLateFork(true, fork_alone_);
 }
 
-void Runtime::AtQuickExit() {
+SAN_FORK_PATH void Runtime::AtQuickExit() {
   Runtime* rt = IfCreated();
   if (!rt || rt->pid() != KernelPid()) return;
   rt->WriteReport();

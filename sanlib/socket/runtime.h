@@ -89,7 +89,7 @@ class Runtime {
       for (std::atomic<uint64_t>* c : {&shm_connections, &tcp_connections, &shm_bytes_sent,
                                        &shm_bytes_received, &verbs_connections, &verbs_bytes_sent,
                                        &verbs_bytes_received, &verbs_zero_copy_bytes_sent}) {
-        c->store(0);
+        if (c->load(std::memory_order_relaxed)) c->store(0);  // a fork child's: no write if 0
       }
     }
   };

@@ -12,6 +12,7 @@
 #include "san/san.h"
 #include "sanlib/common/clock.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/fork_path.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/proto/wire.h"
@@ -632,14 +633,20 @@ void ShutdownAllForExit() {
   }
 }
 
-void NoteForkChild() {
+namespace {
+
+SAN_FORK_PATH void BecomeAUser(SanSocket* s) {
+  if (s->stream) s->stream->AddUser();
+}
+
+}  // namespace
+
+SAN_FORK_PATH void NoteForkChild() {
   // Connection state is in shared memory, so the child's view is the parent's; it becomes one more
   // user of every connection it inherited, and the connection lives until the last user closes.
   // (Who is last is decided by SanSocket::holders_write; this count is only the fallback for a
   // socket whose holders pipe could not be made.)
-  Runtime::Get().table().ForEach([](SanSocket* s) {
-    if (s->stream) s->stream->AddUser();
-  });
+  Runtime::Get().table().ForEachPlain(&BecomeAUser);
 }
 
 }  // namespace san

@@ -43,6 +43,9 @@ class SocketTable {
   // Calls fn once for every socket, however many numbers it has (under the table mutex: fn must
   // not call back into the table).
   void ForEach(const std::function<void(SanSocket*)>& fn);
+  // As ForEach, with a plain function and no std::function between: a fork child's handlers
+  // (common/fork_path.h), whose code must lie with theirs.
+  void ForEachPlain(void (*fn)(SanSocket*));
   // Calls fn for every (number, socket) pair: a socket with several numbers (dup) once per number
   // (under the table mutex, as ForEach).
   void ForEachNumber(const std::function<void(int, SanSocket*)>& fn);
