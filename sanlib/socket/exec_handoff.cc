@@ -22,6 +22,7 @@
 #include "sanlib/common/open_fds.h"
 #include "sanlib/socket/exec_image.h"
 #include "sanlib/socket/fork_holders.h"
+#include "sanlib/socket/late_fork.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/tcp_move.h"
@@ -100,11 +101,19 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
     bool peer_is_ours = false;  // both ends in this process (looked at before anything is swapped)
   };
   std::map<SanSocket*, Candidate> candidates;
+  std::map<SanSocket*, bool> forked_late;  // late candidates a fork shared: inherited by the image?
   rt->table().ForEachNumber([&](int fd, SanSocket* s) {
+    if (s->late && s->mode.load(std::memory_order_acquire) == SocketMode::kTcp) {
+      forked_late[s] |= !CloseOnExec(fd);
+    }
     if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
     Candidate& c = candidates[s];
     if (!CloseOnExec(fd)) c.inherited.push_back(fd);
   });
+  // One the new image does not inherit is held by this process no more (late_fork.h).
+  for (const auto& [s, inherited] : forked_late) {
+    if (!inherited) LetGoAtExec(*s);
+  }
   if (candidates.empty()) return nullptr;
   if (!new_image_runs_layer) {
     for (auto& [s, c] : candidates) c.peer_is_ours = PeerIsOurs(rt->table(), *s);

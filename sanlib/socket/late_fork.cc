@@ -4,16 +4,16 @@
 
 #include "sanlib/common/fork_path.h"
 #include "sanlib/common/log.h"
-#include "sanlib/socket/fork_holders.h"
+#include "sanlib/common/this_pid.h"
+#include "sanlib/socket/late_holders.h"
 #include "sanlib/socket/late_upgrade.h"
 #include "sanlib/socket/runtime.h"
-#include "sanlib/socket/socket_ops.h"
 
 namespace san {
 namespace {
 
-// At most this many candidates keep their chance across one fork (each costs the pipe's two
-// fds); the child gives up the others, as it gives up candidates whose set-up is under way.
+// At most this many candidates keep their chance across one fork; the child gives up the others,
+// as it gives up candidates whose set-up is under way.
 constexpr size_t kMaxKept = 256;
 // How often a forked candidate looks whether the other process let go of it.
 constexpr uint64_t kHoldRecheckNs = 20 * 1000 * 1000;
@@ -28,14 +28,19 @@ void Keep(SanSocket* s, bool alone) {
   LateUpgrade& u = *s->late;
   if (kept_count == kMaxKept) return;
   if (!alone && !u.mu.try_lock()) return;  // a step under way: the child gives up
-  if (u.phase.load() != LatePhase::kWaiting ||
-      (!s->holders_write.valid() && !MakeHoldersPipe(*s, true))) {
+  if (u.phase.load() != LatePhase::kWaiting) {
     if (!alone) u.mu.unlock();
     return;
   }
-  u.forked.store(true);
-  u.hold_check_ns.store(0);
-  kept[kept_count++] = s;
+  // Not recorded: the holders are unknown from now on, and this process never moves it.
+  const bool recorded = late_holders::Reserve(u, ThisPid());
+  if (!u.forked.load()) u.forked.store(true);  // no write if unchanged: the page is copy-on-write
+  if (u.hold_check_ns.load() != 0) u.hold_check_ns.store(0);
+  if (recorded) {
+    kept[kept_count++] = s;
+  } else if (!alone) {
+    u.mu.unlock();
+  }
 }
 
 SAN_FORK_PATH bool IsKept(const SanSocket* s) {
@@ -68,13 +73,16 @@ void KeepAcrossFork(SanSocket* s, bool alone) {
 }
 
 SAN_FORK_PATH void AfterLateFork(bool child, bool alone) {
-  if (child && !alone) {
-    // Our copies of the kept ones are whole (their step locks were held across the fork), save
-    // the locks of the parent's other threads: a reader asleep in the kernel holds in_mu, a
-    // kernel call counts in io. Their bytes read by the parent are the parent's to count; a
-    // count that differs from the kernel's stops the switch (TrySwitch: "unseen reads").
+  if (child) {
+    const pid_t self = ThisPid();
     for (size_t i = 0; i < kept_count; ++i) {
       LateUpgrade& u = *kept[i]->late;
+      late_holders::TakeReservation(u, self);
+      if (alone) continue;
+      // Our copies of the kept ones are whole (their step locks were held across the fork), save
+      // the locks of the parent's other threads: a reader asleep in the kernel holds in_mu, a
+      // kernel call counts in io. Their bytes read by the parent are the parent's to count; a
+      // count that differs from the kernel's stops the switch (TrySwitch: "unseen reads").
       new (&u.in_mu) std::mutex();
       u.io.store(0);
     }
@@ -85,14 +93,21 @@ SAN_FORK_PATH void AfterLateFork(bool child, bool alone) {
   }
 }
 
+void LetGoAtExec(SanSocket& s) {
+  std::lock_guard<std::mutex> lock(s.late->mu);
+  late_holders::Leave(*s.late, ThisPid());
+}
+
 bool SoleHolder(SanSocket& s, uint64_t now_ns) {
   LateUpgrade& u = *s.late;
   if (!u.forked.load()) return true;
   if (now_ns < u.hold_check_ns.load()) return false;
-  if (OthersHold(s)) {
+  const pid_t self = ThisPid();
+  if (late_holders::OthersHold(u, self)) {
     u.hold_check_ns.store(now_ns + kHoldRecheckNs);
     return false;
   }
+  late_holders::Leave(u, self);
   u.forked.store(false);
   SAN_LOG_DEBUG("fd %d: no other process holds the connection any more: it may move", s.fd.load());
   return true;

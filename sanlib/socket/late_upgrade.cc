@@ -12,15 +12,23 @@
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/peer_uid.h"
+#include "sanlib/common/this_pid.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/late_counts.h"
 #include "sanlib/socket/late_fork.h"
+#include "sanlib/socket/late_holders.h"
 #include "sanlib/socket/late_steps.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 
 namespace san {
+
+LateUpgrade::~LateUpgrade() {
+  SetLatePhase(phase, LatePhase::kFailed);
+  if (holders_record != late_holders::kNoRecord) late_holders::Leave(*this, ThisPid());
+}
+
 namespace {
 
 constexpr uint64_t kMs = 1000000;

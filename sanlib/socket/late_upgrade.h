@@ -79,7 +79,8 @@ struct LateUpgrade {
         active(active_open),
         peer(peer_address),
         next_ns(due_ns) {}
-  ~LateUpgrade() { SetLatePhase(phase, LatePhase::kFailed); }  // a moving one stops counting
+  // A moving one stops counting; a forked one's holder lets go (late_holders.h).
+  ~LateUpgrade();
 
   // Changed only through SetLatePhase (late_phase.h), which counts the moving candidates.
   std::atomic<LatePhase> phase{LatePhase::kWaiting};
@@ -101,9 +102,13 @@ struct LateUpgrade {
   // connection thread takes next is due (mu; 0: none scheduled).
   uint64_t turn_look_ns = 0;
   // Came through a fork (late_fork.h): moves only once no other process holds it, looked at
-  // no earlier than hold_check_ns.
+  // no earlier than hold_check_ns. Who holds it: its record among the fork relatives'
+  // (late_holders.h; kNoRecord, or kUnknown), and the entry the last fork reserved for its child
+  // (mu, or the fork handlers).
   std::atomic<bool> forked{false};
   std::atomic<uint64_t> hold_check_ns{0};
+  int holders_record = -1;
+  int holders_entry = -1;
 
   const bool active;            // this end called connect() (its TCP_INFO counts the SYN as acked)
   const sockaddr_storage peer;  // canonical

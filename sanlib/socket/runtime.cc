@@ -122,6 +122,7 @@ bool Runtime::InVforkChild() {
 
 void Runtime::AdoptMissedFork() {
   fork_alone_ = false;  // the locks are taken below, as the handlers would have
+  BeginLateFork();      // the last fork's kept candidates were its child's, not this one's
   table_.LockAfterMissedFork();
   connections_.LockAfterMissedFork();
   closer_.LockAfterMissedFork();

@@ -162,14 +162,14 @@ Result<std::unique_ptr<proto::Stream>> ConnectStream(fabric::Provider& provider,
   return stream;
 }
 
-bool MakeHoldersPipe(SanSocket& s, bool low) {
+bool MakeHoldersPipe(SanSocket& s) {
   int holders[2];
   if (pipe2(holders, O_CLOEXEC | O_NONBLOCK) != 0) {
     s.holders_lost = true;
     return false;
   }
-  s.holders_read.reset(low ? PlaceLow(holders[0]) : PlaceHigh(holders[0]));
-  s.holders_write.reset(low ? PlaceLow(holders[1]) : PlaceHigh(holders[1]));
+  s.holders_read.reset(PlaceHigh(holders[0]));
+  s.holders_write.reset(PlaceHigh(holders[1]));
   s.holders_lost = false;
   if (!s.holders_counted) {
     s.holders_counted = true;

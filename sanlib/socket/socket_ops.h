@@ -151,9 +151,8 @@ SanSocket* Track(int fd, bool nonblocking);
 // TCP.
 void Settle(SanSocket& s, std::unique_ptr<proto::Stream> stream, std::string reason);
 // Gives the socket a fresh fork-holder pipe (SanSocket::holders_write); false if none could be
-// made (then the holders are counted instead). `low`: PlaceLow's place (a connection that has no
-// other fds of sanlib's: a kernel connection kept across a fork), else the high region's.
-bool MakeHoldersPipe(SanSocket& s, bool low = false);
+// made (then the holders are counted instead). Its fds are placed high, with the channel's.
+bool MakeHoldersPipe(SanSocket& s);
 // The client half of a SAN channel: a stream over a new endpoint of `provider`, connected to the
 // rendezvous at `rendezvous` with `tuple` (the TCP connection it stands beside) as its request.
 // `proof_fd` (optional): sent along for a ListenProved rendezvous (late_upgrade.h). `dialed_fd`

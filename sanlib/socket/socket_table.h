@@ -85,9 +85,12 @@ class SocketTable {
   }
 
  private:
-  FdIndex<SanSocket> index_;
-  std::atomic<uint64_t> changes_{0};
+  // The locks a close takes side by side, before the index's 8 KiB array of pages: a close in a
+  // forking server's parent (or its child) writes each page they lie on, which the fork has just
+  // made copy-on-write (a page fault apiece).
   std::shared_mutex lifetime_;
+  std::atomic<uint64_t> changes_{0};
+  FdIndex<SanSocket> index_;
 };
 
 }  // namespace san

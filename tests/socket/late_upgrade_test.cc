@@ -68,9 +68,9 @@ bool RecvAll(int fd, uint8_t* p, size_t n) {
   return true;
 }
 
-// Echoes on `c` until EOF, then writes its mode (1 byte) and whether every byte was echoed
-// ('y'/'n') to `report`, and exits.
-[[noreturn]] void EchoUntilEof(int c, int report) {
+// Echoes on `c` until EOF (calling `after_each` after each echo), then writes its mode (1 byte)
+// and whether every byte was echoed ('y'/'n') to `report`, and exits.
+[[noreturn]] void EchoUntilEof(int c, int report, const std::function<void()>& after_each = {}) {
   std::vector<uint8_t> buf(65536);
   bool ok = c >= 0;
   for (;;) {
@@ -78,6 +78,7 @@ bool RecvAll(int fd, uint8_t* p, size_t n) {
     if (n < 0) ok = false;
     if (n <= 0) break;
     if (!SendAll(c, buf.data(), static_cast<size_t>(n))) ok = false;
+    if (after_each) after_each();
   }
   const char out[2] = {static_cast<char>(SanModeOf(c)), ok ? 'y' : 'n'};
   if (write(report, out, 2) != 2) _exit(3);
@@ -95,11 +96,9 @@ pid_t EchoServer(int lfd, int report) {
 
 // An accept-then-fork server (PostgreSQL, socat fork, inetd nowait): the acceptor forks a
 // handler that echoes the connection, and closes its own copy after `hold_ms` -- or, `keep`,
-// only once the handler is done (both processes hold the connection all along).
-pid_t AcceptThenForkServer(int lfd, int report, int hold_ms, bool keep) {
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  alarm(30);
+// only once the handler is done (both processes hold the connection all along). Serve...: the
+// acceptor's part, in the calling process.
+[[noreturn]] void ServeAcceptThenFork(int lfd, int report, int hold_ms, bool keep) {
   const int c = san_accept(lfd, nullptr, nullptr);
   const pid_t handler = fork();
   if (handler < 0) _exit(5);
@@ -110,6 +109,40 @@ pid_t AcceptThenForkServer(int lfd, int report, int hold_ms, bool keep) {
   waitpid(handler, &status, 0);
   if (keep) san_close(c);
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 4);
+}
+pid_t AcceptThenForkServer(int lfd, int report, int hold_ms, bool keep) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  alarm(30);
+  ServeAcceptThenFork(lfd, report, hold_ms, keep);
+}
+
+// An acceptor that forks a helper holding the connection and echoes the connection itself. The
+// helper ends at once without closing it (sleep_s == nullptr: _exit), or execs `sleep sleep_s`
+// with the connection among its fds. `held` gets (1 byte) the connection's mode after the last
+// echo the acceptor made while the helper lived (0 if none), once it reaped the helper.
+pid_t AcceptForkHelperServer(int lfd, int report, int held, const char* sleep_s) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  alarm(30);
+  const int c = san_accept(lfd, nullptr, nullptr);
+  const pid_t helper = fork();
+  if (helper < 0) _exit(5);
+  if (helper == 0) {
+    if (sleep_s) execl("/bin/sleep", "sleep", sleep_s, static_cast<char*>(nullptr));
+    _exit(0);
+  }
+  char held_mode = 0;
+  bool helper_lives = true;
+  EchoUntilEof(c, report, [&] {
+    if (!helper_lives) return;
+    if (waitpid(helper, nullptr, WNOHANG) != helper) {
+      held_mode = static_cast<char>(SanModeOf(c));
+      return;
+    }
+    helper_lives = false;
+    if (write(held, &held_mode, 1) != 1) _exit(3);
+  });
 }
 
 struct Verdict {
@@ -129,12 +162,15 @@ Verdict Reap(pid_t pid, int report) {
 }
 
 // A client connected to a forked EchoServer; the destructor closes the client and collects the
-// server's verdict into `server` (checked by the test after the pair is gone).
+// server's verdict into `server` (checked by the test after the pair is gone). `before_connect`
+// runs once the server is started, before the client connects.
 struct EchoPair {
-  explicit EchoPair(const std::function<pid_t(int lfd, int report)>& start_server = EchoServer) {
+  explicit EchoPair(const std::function<pid_t(int lfd, int report)>& start_server = EchoServer,
+                    const std::function<void(uint16_t port)>& before_connect = {}) {
     lfd = Listen(&port);
     if (lfd < 0 || pipe(report) != 0) return;
     server_pid = start_server(lfd, report[1]);
+    if (before_connect) before_connect(port);
     fd = Connect(port);
   }
   // Closes the client and collects the server's verdict.
@@ -191,6 +227,16 @@ EchoResult Echo(EchoPair& p, size_t total, size_t chunk, int pause_us) {
   return r;
 }
 
+// Echoes `total` bytes in 100-byte steps, 200 us apart, and checks every byte and both ends'
+// mode at the end.
+void ExpectEchoAndModes(EchoPair& p, size_t total, int mode) {
+  const EchoResult r = Echo(p, total, 100, 200);
+  EXPECT_TRUE(r.intact);
+  EXPECT_TRUE(r.server.intact);
+  EXPECT_EQ(r.client_mode, mode);
+  EXPECT_EQ(r.server.mode, mode);
+}
+
 void EchoAcrossTheMove(size_t total, size_t chunk, int pause_us) {
   EchoPair p;
   ASSERT_GE(p.fd, 0);
@@ -225,6 +271,93 @@ TEST(LateUpgrade, ForkedHandlerMovesOnceTheAcceptorClosedItsCopy) {
     EXPECT_EQ(r.client_mode, SAN_MODE_SHM) << "acceptor held it " << hold_ms << " ms";
     EXPECT_EQ(r.server.mode, SAN_MODE_SHM) << "acceptor held it " << hold_ms << " ms";
   }
+}
+
+// The holders of a forked candidate are told by their pids (socket/late_holders.h): a helper the
+// acceptor forked that ended without closing its copy does not hold the connection back once it
+// is reaped; one that exec'd a program with the connection among its fds holds it (the acceptor
+// stays on kernel TCP) until that program ends, and then the acceptor moves it.
+TEST(LateUpgrade, ForkedHelperHoldsTheConnectionUntilItEndsEvenAcrossExec) {
+  for (const char* sleep_s : {static_cast<const char*>(nullptr), "0.4"}) {
+    const std::string what = sleep_s ? "helper exec'd sleep" : "helper _exit'ed";
+    int held[2];
+    ASSERT_EQ(pipe(held), 0);
+    EchoPair p(
+        [&](int lfd, int report) { return AcceptForkHelperServer(lfd, report, held[1], sleep_s); });
+    ASSERT_GE(p.fd, 0);
+    // About a second of ping-pong: past the sleep, and past a move after it.
+    const EchoResult r = Echo(p, 3000 * 100, 100, 200);
+    char held_mode = -1;
+    ASSERT_EQ(read(held[0], &held_mode, 1), 1) << what << ": the acceptor never reaped its helper";
+    close(held[0]);
+    close(held[1]);
+    EXPECT_TRUE(r.intact) << what;
+    EXPECT_TRUE(r.server.intact) << what;
+    EXPECT_EQ(r.client_mode, SAN_MODE_SHM) << what;
+    EXPECT_EQ(r.server.mode, SAN_MODE_SHM) << what;
+    if (sleep_s) {
+      EXPECT_EQ(held_mode, SAN_MODE_TCP) << "moved while the exec'd helper held it";
+    }
+  }
+}
+
+// Each candidate kept across a fork takes a record among the fork relatives' (2,047 of them,
+// late_holders.cc), and helpers that end without closing leave theirs to be found out: after
+// 2,100 connections, each handed to a helper that _exits at once while the acceptor closes its
+// copy, an accept-then-fork connection still gets a record, and its handler moves it.
+TEST(LateUpgrade, HoldersRecordsOfEndedHelpersAreReused) {
+  constexpr int kHelpers = 2100;
+  EchoPair p(
+      [](int lfd, int report) {
+        const pid_t pid = fork();
+        if (pid != 0) return pid;
+        alarm(60);
+        for (int i = 0; i < kHelpers; ++i) {
+          const int c = san_accept(lfd, nullptr, nullptr);
+          const pid_t helper = fork();
+          if (c < 0 || helper < 0) _exit(5);
+          if (helper == 0) _exit(0);
+          san_close(c);
+          waitpid(helper, nullptr, 0);
+        }
+        ServeAcceptThenFork(lfd, report, 0, false);
+      },
+      [](uint16_t port) {
+        for (int i = 0; i < kHelpers; ++i) {
+          // One at a time (EOF once the acceptor closed its copy and the helper ended): a burst
+          // would overflow the accept queue, and a dropped SYN comes again a second later.
+          const int c = Connect(port);
+          char byte = 0;
+          const bool eof = c >= 0 && san_recv(c, &byte, 1, 0) == 0;
+          if (c >= 0) san_close(c);
+          if (!eof) {
+            ADD_FAILURE() << "connection " << i;
+            return;
+          }
+        }
+      });
+  ASSERT_GE(p.fd, 0);
+  ExpectEchoAndModes(p, 1500 * 100, SAN_MODE_SHM);
+}
+
+// A server that forks short-lived helpers while it holds a connection (a resolver, a logger, a
+// CGI per request): each fork takes an entry in the connection's record for its child (7 per
+// record), and those of helpers that ended are dropped, so the connection moves all the same.
+TEST(LateUpgrade, ServerForkingHelpersStillMovesItsConnection) {
+  EchoPair p([](int lfd, int report) {
+    const pid_t pid = fork();
+    if (pid != 0) return pid;
+    alarm(30);
+    const int c = san_accept(lfd, nullptr, nullptr);
+    for (int i = 0; i < 20; ++i) {
+      const pid_t helper = fork();
+      if (helper == 0) _exit(0);
+      if (helper < 0 || waitpid(helper, nullptr, 0) != helper) _exit(5);
+    }
+    EchoUntilEof(c, report);
+  });
+  ASSERT_GE(p.fd, 0);
+  ExpectEchoAndModes(p, 1500 * 100, SAN_MODE_SHM);
 }
 
 // Pipes among this process's fds.
@@ -314,11 +447,7 @@ TEST(LateUpgrade, ChannelMovedBeforeAForkEndsOnceTheChildExitedAndTheParentClose
 TEST(LateUpgrade, ConnectionHeldByTwoProcessesStaysKernelTcp) {
   EchoPair p([](int lfd, int report) { return AcceptThenForkServer(lfd, report, 0, true); });
   ASSERT_GE(p.fd, 0);
-  const EchoResult r = Echo(p, 1000 * 100, 100, 200);
-  EXPECT_TRUE(r.intact);
-  EXPECT_TRUE(r.server.intact);
-  EXPECT_EQ(r.client_mode, SAN_MODE_TCP);
-  EXPECT_EQ(r.server.mode, SAN_MODE_TCP);
+  ExpectEchoAndModes(p, 1000 * 100, SAN_MODE_TCP);
 }
 
 // One way: the sender's bytes keep coming while both ends switch.

@@ -1,0 +1,176 @@
+#include "sanlib/socket/late_holders.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include <atomic>
+#include <cstdint>
+#include <new>
+
+#include "sanlib/common/fork_path.h"
+#include "sanlib/common/raw_syscall.h"
+#include "sanlib/socket/late_upgrade.h"
+
+namespace san::late_holders {
+namespace {
+
+constexpr int kPids = 7;
+constexpr int32_t kEmpty = 0;
+constexpr int32_t kForking = -1;  // reserved by a fork for its child, which has not taken it yet
+
+// state: kFree, kMaking (an allocator fills it in), kUsed. A record is freed only from kUsed,
+// with every entry empty: so never while its maker is still writing its first entry.
+enum : int32_t { kFree = 0, kMaking = 1, kUsed = 2 };
+struct Record {
+  std::atomic<int32_t> state{kFree};
+  std::atomic<int32_t> pids[kPids] = {};
+};
+static_assert(sizeof(Record) == 32);
+
+constexpr int kRecords = 2047;  // with the header, 64 KiB
+struct Region {
+  std::atomic<uint32_t> cursor{0};  // where the next allocation looks first
+  char pad[sizeof(Record) - sizeof(std::atomic<uint32_t>)];
+  Record records[kRecords];
+};
+static_assert(sizeof(Region) == 64 * 1024);
+
+// The region of this process: made by its first Reserve (in a fork's prepare handler, so the
+// child inherits it) or inherited from its parent. Never unmapped.
+Region* region = nullptr;
+
+Region* TheRegion(bool make) {
+  if (region || !make) return region;
+  void* p =
+      mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  region = new (p) Region();
+  return region;
+}
+
+bool Alive(int32_t pid) {
+  return Syscall(SYS_kill, pid, 0) == 0 || errno != ESRCH;  // EPERM: alive, another user's
+}
+
+// Drops the entries of processes that ended; true if the record has no holder left.
+bool DropEnded(Record& r) {
+  bool none = true;
+  for (std::atomic<int32_t>& e : r.pids) {
+    int32_t pid = e.load(std::memory_order_acquire);
+    if (pid > 0 && !Alive(pid)) e.compare_exchange_strong(pid, kEmpty);
+    none &= e.load(std::memory_order_acquire) == kEmpty;
+  }
+  return none;
+}
+
+bool AllEmpty(const Record& r) {
+  for (const std::atomic<int32_t>& e : r.pids) {
+    if (e.load(std::memory_order_acquire) != kEmpty) return false;
+  }
+  return true;
+}
+
+void FreeIfEmpty(Record& r) {
+  int32_t used = kUsed;
+  if (AllEmpty(r)) r.state.compare_exchange_strong(used, kFree, std::memory_order_acq_rel);
+}
+
+// A free record, its first entry `self`; -1 if none. Records whose holders all ended are freed
+// when no free one is left (a forking server's children often exit without closing).
+int Allocate(Region& g, pid_t self) {
+  for (int pass = 0; pass < 2; ++pass) {
+    const uint32_t start = g.cursor.load(std::memory_order_relaxed);
+    for (uint32_t k = 0; k < kRecords; ++k) {
+      const int i = static_cast<int>((start + k) % kRecords);
+      Record& r = g.records[i];
+      int32_t free = kFree;
+      if (r.state.load(std::memory_order_relaxed) != kFree ||
+          !r.state.compare_exchange_strong(free, kMaking, std::memory_order_acq_rel)) {
+        continue;
+      }
+      for (std::atomic<int32_t>& e : r.pids) e.store(kEmpty, std::memory_order_relaxed);
+      r.pids[0].store(self, std::memory_order_release);
+      r.state.store(kUsed, std::memory_order_release);
+      g.cursor.store(static_cast<uint32_t>(i + 1) % kRecords, std::memory_order_relaxed);
+      return i;
+    }
+    if (pass == 0) {
+      for (Record& r : g.records) {
+        int32_t used = kUsed;
+        if (r.state.load(std::memory_order_acquire) == kUsed && DropEnded(r)) {
+          r.state.compare_exchange_strong(used, kFree, std::memory_order_acq_rel);
+        }
+      }
+    }
+  }
+  return -1;
+}
+
+Record* RecordOf(const LateUpgrade& u) {
+  return u.holders_record >= 0 && region ? &region->records[u.holders_record] : nullptr;
+}
+
+}  // namespace
+
+bool Reserve(LateUpgrade& u, pid_t self) {
+  Region* g = u.holders_record == kUnknown ? nullptr : TheRegion(true);
+  if (g && u.holders_record < 0) u.holders_record = Allocate(*g, self);
+  if (g && u.holders_record >= 0) {
+    Record& r = g->records[u.holders_record];
+    // A second pass once the entries of ended processes are dropped: a process that holds a
+    // connection and forks a helper per request leaves an entry per helper.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int e = 0; e < kPids; ++e) {
+        int32_t empty = kEmpty;
+        if (r.pids[e].compare_exchange_strong(empty, kForking, std::memory_order_acq_rel)) {
+          u.holders_entry = e;
+          return true;
+        }
+      }
+      if (pass == 0) DropEnded(r);
+    }
+    Leave(u, self);
+  }
+  u.holders_record = kUnknown;
+  return false;
+}
+
+SAN_FORK_PATH void TakeReservation(LateUpgrade& u, pid_t self) {
+  if (Record* r = RecordOf(u); r && u.holders_entry >= 0) {
+    r->pids[u.holders_entry].store(self, std::memory_order_release);
+  }
+}
+
+bool OthersHold(LateUpgrade& u, pid_t self) {
+  if (u.holders_record == kUnknown) return true;
+  Record* r = RecordOf(u);
+  if (!r) return false;
+  bool others = false;
+  for (std::atomic<int32_t>& e : r->pids) {
+    int32_t pid = e.load(std::memory_order_acquire);
+    if (pid == kEmpty || pid == self) continue;
+    if (pid == kForking || Alive(pid)) {
+      others = true;
+    } else {
+      e.compare_exchange_strong(pid, kEmpty);  // ended without closing its copy
+    }
+  }
+  return others;
+}
+
+void Leave(LateUpgrade& u, pid_t self) {
+  Record* r = RecordOf(u);
+  if (!r) return;
+  u.holders_record = kNoRecord;
+  bool was_holder = false;
+  for (std::atomic<int32_t>& e : r->pids) {
+    int32_t pid = self;
+    was_holder |= e.compare_exchange_strong(pid, kEmpty, std::memory_order_acq_rel);
+  }
+  // Only a holder frees it: a process the record never listed (a raw clone's child) has no say.
+  if (was_holder) FreeIfEmpty(*r);
+}
+
+}  // namespace san::late_holders
