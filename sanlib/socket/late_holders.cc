@@ -38,16 +38,19 @@ struct Region {
 static_assert(sizeof(Region) == 64 * 1024);
 
 // The region of this process: made by its first Reserve (in a fork's prepare handler, so the
-// child inherits it) or inherited from its parent. Never unmapped.
-Region* region = nullptr;
+// child inherits it; fork handlers run one fork at a time) or inherited from its parent. Never
+// unmapped. Read by other threads' steps (OthersHold) once a record of theirs exists.
+std::atomic<Region*> region{nullptr};
 
 Region* TheRegion(bool make) {
-  if (region || !make) return region;
+  Region* g = region.load(std::memory_order_acquire);
+  if (g || !make) return g;
   void* p =
       mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
-  region = new (p) Region();
-  return region;
+  g = new (p) Region();
+  region.store(g, std::memory_order_release);
+  return g;
 }
 
 bool Alive(int32_t pid) {
@@ -109,7 +112,8 @@ int Allocate(Region& g, pid_t self) {
 }
 
 Record* RecordOf(const LateUpgrade& u) {
-  return u.holders_record >= 0 && region ? &region->records[u.holders_record] : nullptr;
+  Region* g = TheRegion(false);
+  return u.holders_record >= 0 && g ? &g->records[u.holders_record] : nullptr;
 }
 
 }  // namespace
