@@ -54,8 +54,12 @@ SAN_FORK_PATH bool IsKept(const SanSocket* s) {
 // stream, a listener) is the parent's to use or end; the child drops its copy of the stream's fds
 // and mappings.
 SAN_FORK_PATH void GiveUpInChild(SanSocket* s) {
-  if (!LatePending(*s) || IsKept(s)) return;
+  if (!s->late || IsKept(s)) return;
   LateUpgrade& u = *s->late;
+  // Not listed in the parent's record (if it has one): its index would name another
+  // connection's once that record is freed and made anew.
+  if (u.holders_record != late_holders::kNoRecord) u.holders_record = late_holders::kNoRecord;
+  if (!LatePending(*s)) return;
   s->late_pending.store(false, std::memory_order_release);
   SetLatePhase(u.phase, LatePhase::kFailed);
   proto::Stream::ForgetForkCopy(std::move(u.stream));
@@ -96,6 +100,8 @@ SAN_FORK_PATH void AfterLateFork(bool child, bool alone) {
 void LetGoAtExec(SanSocket& s) {
   std::lock_guard<std::mutex> lock(s.late->mu);
   late_holders::Leave(*s.late, ThisPid());
+  // Should the exec fail, this process holds it unlisted: it must not move it either.
+  s.late->holders_record = late_holders::kUnknown;
 }
 
 bool SoleHolder(SanSocket& s, uint64_t now_ns) {

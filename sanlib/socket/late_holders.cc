@@ -20,11 +20,20 @@ constexpr int kPids = 7;
 constexpr int32_t kEmpty = 0;
 constexpr int32_t kForking = -1;  // reserved by a fork for its child, which has not taken it yet
 
-// state: kFree, kMaking (an allocator fills it in), kUsed. A record is freed only from kUsed,
-// with every entry empty: so never while its maker is still writing its first entry.
-enum : int32_t { kFree = 0, kMaking = 1, kUsed = 2 };
+// A record's state: its kind (kFree, kMaking: an allocator fills it in, kUsed), kUnknownHolders
+// (a fork found no entry free: some holder is not listed, and none may move it), and a
+// generation that each allocation bumps. A record is freed only from the kUsed state read before
+// its entries were found empty (a compare-and-swap on the whole word): never while its maker is
+// still writing its first entry, and never once another process freed it and a third made it
+// anew (its entries are that one's then).
+constexpr uint32_t kKind = 3;
+constexpr uint32_t kFree = 0;
+constexpr uint32_t kMaking = 1;
+constexpr uint32_t kUsed = 2;
+constexpr uint32_t kUnknownHolders = 4;
+constexpr uint32_t kGeneration = 8;  // wraps around (unsigned)
 struct Record {
-  std::atomic<int32_t> state{kFree};
+  std::atomic<uint32_t> state{kFree};
   std::atomic<int32_t> pids[kPids] = {};
 };
 static_assert(sizeof(Record) == 32);
@@ -75,9 +84,17 @@ bool AllEmpty(const Record& r) {
   return true;
 }
 
+// Frees r if it is still the record whose state was `seen` (read before its entries were found
+// empty).
+void FreeIfStill(Record& r, uint32_t seen) {
+  if ((seen & kKind) != kUsed) return;
+  const uint32_t free = (seen & ~(kKind | kUnknownHolders)) | kFree;
+  r.state.compare_exchange_strong(seen, free, std::memory_order_acq_rel);
+}
+
 void FreeIfEmpty(Record& r) {
-  int32_t used = kUsed;
-  if (AllEmpty(r)) r.state.compare_exchange_strong(used, kFree, std::memory_order_acq_rel);
+  const uint32_t seen = r.state.load(std::memory_order_acquire);
+  if (AllEmpty(r)) FreeIfStill(r, seen);
 }
 
 // A free record, its first entry `self`; -1 if none. Records whose holders all ended are freed
@@ -88,23 +105,22 @@ int Allocate(Region& g, pid_t self) {
     for (uint32_t k = 0; k < kRecords; ++k) {
       const int i = static_cast<int>((start + k) % kRecords);
       Record& r = g.records[i];
-      int32_t free = kFree;
-      if (r.state.load(std::memory_order_relaxed) != kFree ||
-          !r.state.compare_exchange_strong(free, kMaking, std::memory_order_acq_rel)) {
+      uint32_t free = r.state.load(std::memory_order_relaxed);
+      const uint32_t generation = (free & ~(kKind | kUnknownHolders)) + kGeneration;
+      if ((free & kKind) != kFree ||
+          !r.state.compare_exchange_strong(free, generation | kMaking, std::memory_order_acq_rel)) {
         continue;
       }
       for (std::atomic<int32_t>& e : r.pids) e.store(kEmpty, std::memory_order_relaxed);
       r.pids[0].store(self, std::memory_order_release);
-      r.state.store(kUsed, std::memory_order_release);
+      r.state.store(generation | kUsed, std::memory_order_release);
       g.cursor.store(static_cast<uint32_t>(i + 1) % kRecords, std::memory_order_relaxed);
       return i;
     }
     if (pass == 0) {
       for (Record& r : g.records) {
-        int32_t used = kUsed;
-        if (r.state.load(std::memory_order_acquire) == kUsed && DropEnded(r)) {
-          r.state.compare_exchange_strong(used, kFree, std::memory_order_acq_rel);
-        }
+        const uint32_t seen = r.state.load(std::memory_order_acquire);
+        if ((seen & kKind) == kUsed && DropEnded(r)) FreeIfStill(r, seen);
       }
     }
   }
@@ -135,7 +151,10 @@ bool Reserve(LateUpgrade& u, pid_t self) {
       }
       if (pass == 0) DropEnded(r);
     }
-    Leave(u, self);
+    // Seven live holders: the child will not be listed. This process stays listed (its earlier
+    // children must go on seeing it), and no holder may move the connection any more.
+    r.state.fetch_or(kUnknownHolders, std::memory_order_acq_rel);
+    return false;
   }
   u.holders_record = kUnknown;
   return false;
@@ -151,6 +170,7 @@ bool OthersHold(LateUpgrade& u, pid_t self) {
   if (u.holders_record == kUnknown) return true;
   Record* r = RecordOf(u);
   if (!r) return false;
+  if (r->state.load(std::memory_order_acquire) & kUnknownHolders) return true;
   bool others = false;
   for (std::atomic<int32_t>& e : r->pids) {
     int32_t pid = e.load(std::memory_order_acquire);

@@ -16,12 +16,15 @@
 // without it (6 interleaved rounds). A pid also outlives exec: a child that execs a program
 // holding the socket (inetd) still holds it, where the pipe (close-on-exec) said it let go.
 //
-// What it gives up, all of it on the safe side (the connection stays TCP): a reservation whose
-// fork failed, or whose child was killed before its first instruction, counts as a holder for
-// good; a pid reused by an unrelated process counts as a holder until that process ends; a
-// holder that closed its copy behind sanlib's back (a raw system call) counts until it ends. A
-// child made by a raw clone() runs no fork handler and is not recorded (as before: no handler
-// made it a pipe either).
+// What it gives up on the safe side (the connection stays TCP): a reservation whose fork failed,
+// or whose child was killed before its first instruction, counts as a holder for good; a pid
+// reused by an unrelated process counts as a holder until that process ends; a holder that
+// closed its copy behind sanlib's back (a raw system call) counts until it ends. What it does not
+// see (as the pipe did not): a holder that no fork handler of ours listed -- a raw clone()'s
+// child, a vfork or posix_spawn child, a child of a program exec'd with the socket, a child whose
+// fork found the candidate busy (a step under way in another thread) or 256 candidates kept
+// already -- holds the socket without being counted, and once every listed holder let go the
+// last one moves the connection under it.
 //
 // Thread-safety: the record's entries are atomics written by several processes; a LateUpgrade's
 // own fields are the caller's (its step lock, or the fork handlers of a process alone).
@@ -42,9 +45,9 @@ constexpr int kUnknown = -2;
 
 // The prepare handler, for a candidate it keeps: records the forking process as a holder (if
 // the candidate has no record yet) and reserves an entry for the child. False if no record or
-// entry could be had (the mapping failed, every record in use by live processes, or seven
-// holders already): the holders are then unknown, OthersHold says yes for good, and the child
-// must not keep the candidate (it has no entry).
+// entry could be had (the mapping failed, every record in use by live processes, or seven live
+// holders already): the holders are then unknown, OthersHold says yes for good (to every holder
+// the record lists), and the child must not keep the candidate (it has no entry).
 bool Reserve(LateUpgrade& u, pid_t self);
 // The child's handler: it takes the entry its parent reserved.
 void TakeReservation(LateUpgrade& u, pid_t self);
