@@ -12,9 +12,10 @@
 // Why not the fork-holder pipe of SAN channels (fork_holders.h): its two fds, placed from 1,024
 // up so that the program's own numbers stay free, made every fork of an accept-then-fork server
 // copy a fd table of more than a thousand entries, and the pipe cost ten system calls per
-// connection: `conn-bench churn --server fork` ran at 0.81x TCP's rate with the pipe and 0.94x
-// without it (6 interleaved rounds). A pid also outlives exec: a child that execs a program
-// holding the socket (inetd) still holds it, where the pipe (close-on-exec) said it let go.
+// connection (what that cost `conn-bench churn --server fork` was within this VM's noise:
+// docs/compat.md "What sanrun costs a process"). And a pid outlives exec: a child that execs a
+// program holding the socket (inetd) still holds it, where the pipe (close-on-exec) said it let
+// go.
 //
 // What it gives up on the safe side (the connection stays TCP): a reservation whose fork failed,
 // or whose child was killed before its first instruction, counts as a holder for good; a pid
