@@ -98,7 +98,10 @@ SAN_FORK_PATH void AfterLateFork(bool child, bool alone) {
 }
 
 void LetGoAtExec(SanSocket& s) {
-  std::lock_guard<std::mutex> lock(s.late->mu);
+  // Not waited for: in a fork child the lock may be one a thread of the parent held at the fork
+  // (a step under way: the child was not given the candidate, and holds no entry anyway).
+  std::unique_lock<std::mutex> lock(s.late->mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   late_holders::Leave(*s.late, ThisPid());
   // Should the exec fail, this process holds it unlisted: it must not move it either.
   s.late->holders_record = late_holders::kUnknown;

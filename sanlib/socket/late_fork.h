@@ -45,7 +45,8 @@ bool SoleHolder(SanSocket& s, uint64_t now_ns);
 // Before an exec that closes every number of a candidate (close-on-exec): this process holds it
 // no more. (socat's fork children fork and exec the program of its EXEC address, the connection
 // close-on-exec: without this the socat child would wait for the program to end before it moved
-// its connection.) If the exec fails, the process holds the socket unlisted: it never moves it
+// its connection.) Skipped while a step holds the candidate (the process stays counted: the
+// safe side). If the exec fails, the process holds the socket unlisted: it never moves it
 // itself (its holders are unknown to it), and the other holders no longer count it (a program
 // whose exec failed normally ends).
 void LetGoAtExec(SanSocket& s);
