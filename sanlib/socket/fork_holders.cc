@@ -42,7 +42,7 @@ bool OthersHold(SanSocket& s) {
                  s.fd.load(), strerror(errno));
     return true;
   }
-  s.holders_read.reset(IsPlacedLow(w) ? PlaceLow(r) : PlaceHigh(r));  // beside the write end
+  s.holders_read.reset(PlaceHigh(r));  // beside the write end (MakeHoldersPipe)
   char drain[256];
   while (Syscall(SYS_read, s.holders_read.get(), drain, sizeof drain) > 0) {
   }

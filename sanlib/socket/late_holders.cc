@@ -1,16 +1,13 @@
 #include "sanlib/socket/late_holders.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 
 #include <atomic>
 #include <cstdint>
 #include <new>
 
 #include "sanlib/common/fork_path.h"
-#include "sanlib/common/raw_syscall.h"
+#include "sanlib/common/process_ended.h"
 #include "sanlib/socket/late_upgrade.h"
 
 namespace san::late_holders {
@@ -62,19 +59,17 @@ Region* TheRegion(bool make) {
   return g;
 }
 
-bool Alive(int32_t pid) {
-  return Syscall(SYS_kill, pid, 0) == 0 || errno != ESRCH;  // EPERM: alive, another user's
-}
-
-// Drops the entries of processes that ended; true if the record has no holder left.
-bool DropEnded(Record& r) {
-  bool none = true;
+// Drops the entries of processes that ended; whether an entry other than `self`'s is left (a
+// reservation for a child-to-be counts; self 0: any entry).
+bool OthersLeft(Record& r, pid_t self) {
+  bool others = false;
   for (std::atomic<int32_t>& e : r.pids) {
     int32_t pid = e.load(std::memory_order_acquire);
-    if (pid > 0 && !Alive(pid)) e.compare_exchange_strong(pid, kEmpty);
-    none &= e.load(std::memory_order_acquire) == kEmpty;
+    if (pid != self && ProcessEnded(pid)) e.compare_exchange_strong(pid, kEmpty);
+    pid = e.load(std::memory_order_acquire);
+    others |= pid != kEmpty && pid != self;
   }
-  return none;
+  return others;
 }
 
 bool AllEmpty(const Record& r) {
@@ -120,7 +115,7 @@ int Allocate(Region& g, pid_t self) {
     if (pass == 0) {
       for (Record& r : g.records) {
         const uint32_t seen = r.state.load(std::memory_order_acquire);
-        if ((seen & kKind) == kUsed && DropEnded(r)) FreeIfStill(r, seen);
+        if ((seen & kKind) == kUsed && !OthersLeft(r, 0)) FreeIfStill(r, seen);
       }
     }
   }
@@ -149,7 +144,7 @@ bool Reserve(LateUpgrade& u, pid_t self) {
           return true;
         }
       }
-      if (pass == 0) DropEnded(r);
+      if (pass == 0) OthersLeft(r, self);  // for what it drops
     }
     // Seven live holders: the child will not be listed. This process stays listed (its earlier
     // children must go on seeing it), and no holder may move the connection any more.
@@ -171,17 +166,7 @@ bool OthersHold(LateUpgrade& u, pid_t self) {
   Record* r = RecordOf(u);
   if (!r) return false;
   if (r->state.load(std::memory_order_acquire) & kUnknownHolders) return true;
-  bool others = false;
-  for (std::atomic<int32_t>& e : r->pids) {
-    int32_t pid = e.load(std::memory_order_acquire);
-    if (pid == kEmpty || pid == self) continue;
-    if (pid == kForking || Alive(pid)) {
-      others = true;
-    } else {
-      e.compare_exchange_strong(pid, kEmpty);  // ended without closing its copy
-    }
-  }
-  return others;
+  return OthersLeft(*r, self);  // those that ended without closing their copy are dropped
 }
 
 void Leave(LateUpgrade& u, pid_t self) {

@@ -1,7 +1,6 @@
 #include "sanlib/socket/rendezvous_owner.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -10,6 +9,7 @@
 
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/process_ended.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/socket/handover.h"
 #include "sanlib/socket/runtime.h"
@@ -21,8 +21,6 @@ namespace {
 socklen_t LengthOf(const sockaddr_storage& a) {
   return a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
 }
-
-bool OwnerGone(int owner) { return owner > 0 && kill(owner, 0) != 0 && errno == ESRCH; }
 
 // The owner did not hand the channel over because it does not serve this socket any more, or
 // cannot be reached at all: the rendezvous has moved or is gone.
@@ -121,7 +119,7 @@ void WatchForeignRendezvous() {
   for (const Foreign& f : foreign) {
     SanSocket* s = rt.table().Find(f.fd);
     if (!s || s->id != f.id) continue;
-    if (OwnerGone(f.owner)) {
+    if (ProcessEnded(f.owner)) {
       TakeOverFrom(*s, f.fd, f.owner);
     } else {
       rt.connections().WatchOwner(f.fd, f.id, f.owner);
@@ -156,7 +154,7 @@ SanSocket* AdoptListener(int fd) {
 void CheckRendezvousOwner(SanSocket& ls, int listen_fd) {
   const int owner = ls.rendezvous_owner.load();
   // Every accept looks: ThisPid, not getpid (a syscall).
-  if (owner != ThisPid() && OwnerGone(owner)) TakeOverFrom(ls, listen_fd, owner);
+  if (owner != ThisPid() && ProcessEnded(owner)) TakeOverFrom(ls, listen_fd, owner);
 }
 
 Result<std::unique_ptr<proto::Stream>> FindChannel(SanSocket& ls, int listen_fd, int conn_fd,
