@@ -8,9 +8,8 @@
 // goes straight to libc.
 //
 // glibc's execvp/execl* call execve internally (not through the PLT), so each is interposed on
-// its own. Not interposed: posix_spawn/posix_spawnp, and system()/popen() built on them (glibc
-// runs the child's execve internally): a SAN socket a spawned child inherits is not settled (see
-// docs/compat.md, known limits).
+// its own. posix_spawn/posix_spawnp, system() and popen() run the child's execve inside glibc,
+// where this file never sees it: compat/interpose_spawn.cc settles their children's connections.
 #include <errno.h>
 #include <stdarg.h>
 #include <unistd.h>

@@ -40,7 +40,7 @@ void PrepareRights(const msghdr* msg) {
     const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     std::vector<int> fds(n);
     std::memcpy(fds.data(), CMSG_DATA(c), n * sizeof(int));
-    san::PrepareToPass(fds.data(), n);
+    san::PrepareToPass(fds.data(), n, "SCM_RIGHTS");
   }
 }
 

@@ -71,6 +71,19 @@ RealCalls Load() {
   Resolve(r.execve, "execve");
   Resolve(r.execvpe, "execvpe");
   Resolve(r.fexecve, "fexecve");
+  Resolve(r.posix_spawn, "posix_spawn");
+  Resolve(r.posix_spawnp, "posix_spawnp");
+  Resolve(r.system, "system");
+  Resolve(r.popen, "popen");
+  Resolve(r.spawn_actions_init, "posix_spawn_file_actions_init");
+  Resolve(r.spawn_actions_destroy, "posix_spawn_file_actions_destroy");
+  Resolve(r.spawn_actions_addclose, "posix_spawn_file_actions_addclose");
+  Resolve(r.spawn_actions_adddup2, "posix_spawn_file_actions_adddup2");
+  Resolve(r.spawn_actions_addopen, "posix_spawn_file_actions_addopen");
+  Resolve(r.spawn_actions_addclosefrom_np, "posix_spawn_file_actions_addclosefrom_np", false);
+  Resolve(r.spawn_actions_addchdir_np, "posix_spawn_file_actions_addchdir_np", false);
+  Resolve(r.spawn_actions_addfchdir_np, "posix_spawn_file_actions_addfchdir_np", false);
+  Resolve(r.spawn_actions_addtcsetpgrp_np, "posix_spawn_file_actions_addtcsetpgrp_np", false);
   return r;
 }
 

@@ -8,6 +8,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -68,6 +69,24 @@ struct RealCalls {
   int (*execve)(const char*, char* const[], char* const[]);
   int (*execvpe)(const char*, char* const[], char* const[]);
   int (*fexecve)(int, char* const[], char* const[]);
+
+  // Children that glibc starts and execs by itself (compat/interpose_spawn.cc), and the file
+  // actions it keeps for posix_spawn. The _np ones may be null (glibc before 2.29, 2.34, 2.35).
+  int (*posix_spawn)(pid_t*, const char*, const posix_spawn_file_actions_t*,
+                     const posix_spawnattr_t*, char* const[], char* const[]);
+  int (*posix_spawnp)(pid_t*, const char*, const posix_spawn_file_actions_t*,
+                      const posix_spawnattr_t*, char* const[], char* const[]);
+  int (*system)(const char*);
+  FILE* (*popen)(const char*, const char*);
+  int (*spawn_actions_init)(posix_spawn_file_actions_t*);
+  int (*spawn_actions_destroy)(posix_spawn_file_actions_t*);
+  int (*spawn_actions_addclose)(posix_spawn_file_actions_t*, int);
+  int (*spawn_actions_adddup2)(posix_spawn_file_actions_t*, int, int);
+  int (*spawn_actions_addopen)(posix_spawn_file_actions_t*, int, const char*, int, mode_t);
+  int (*spawn_actions_addclosefrom_np)(posix_spawn_file_actions_t*, int);
+  int (*spawn_actions_addchdir_np)(posix_spawn_file_actions_t*, const char*);
+  int (*spawn_actions_addfchdir_np)(posix_spawn_file_actions_t*, int);
+  int (*spawn_actions_addtcsetpgrp_np)(posix_spawn_file_actions_t*, int);
 };
 
 // The table (resolved on first call; aborts with a message if libc lacks a required function).

@@ -10,6 +10,7 @@
 // Thread-safety: as the system calls.
 #pragma once
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -97,6 +98,11 @@ inline int getpeername(int fd, sockaddr* addr, socklen_t* len) {
 }
 inline int fcntl(int fd, int cmd, long arg = 0) {
   return static_cast<int>(Syscall(SYS_fcntl, fd, cmd, arg));
+}
+// Whether fd is open and close-on-exec.
+inline bool CloseOnExec(int fd) {
+  const int flags = fcntl(fd, F_GETFD, 0);
+  return flags >= 0 && (flags & FD_CLOEXEC);
 }
 inline int ioctl(int fd, unsigned long request, void* arg) {
   return static_cast<int>(Syscall(SYS_ioctl, fd, request, arg));

@@ -34,11 +34,6 @@ constexpr size_t kMaxInheritBytes = 64u << 20;
 
 int Dup3(int from, int to) { return static_cast<int>(Syscall(SYS_dup3, from, to, 0)); }
 
-bool CloseOnExec(int fd) {
-  const int flags = kernel::fcntl(fd, F_GETFD, 0);
-  return flags >= 0 && (flags & FD_CLOEXEC);
-}
-
 // A TCP socket whose connection was reset: its first read reports ECONNRESET (then EOF), writes
 // EPIPE. What a program gets instead of a SAN connection it cannot use: an error it sees, never a
 // kernel connection whose peer reads elsewhere. Made over loopback (listen, connect, accept, close
@@ -104,11 +99,11 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
   std::map<SanSocket*, bool> forked_late;  // late candidates a fork shared: inherited by the image?
   rt->table().ForEachNumber([&](int fd, SanSocket* s) {
     if (s->late && s->mode.load(std::memory_order_acquire) == SocketMode::kTcp) {
-      forked_late[s] |= !CloseOnExec(fd);
+      forked_late[s] |= !kernel::CloseOnExec(fd);
     }
     if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
     Candidate& c = candidates[s];
-    if (!CloseOnExec(fd)) c.inherited.push_back(fd);
+    if (!kernel::CloseOnExec(fd)) c.inherited.push_back(fd);
   });
   // One the new image does not inherit is held by this process no more (late_fork.h).
   for (const auto& [s, inherited] : forked_late) {
@@ -275,7 +270,7 @@ void ExecHandoff::SwapInVforkChild(Runtime& rt) {
   if (!OpenFds(0, high > 0 ? static_cast<unsigned>(high) - 1 : ~0u, &open)) return;
   for (int fd : open) {
     struct stat st {};
-    if (CloseOnExec(fd) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+    if (kernel::CloseOnExec(fd) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
         std::find(connections.begin(), connections.end(), st.st_ino) == connections.end()) {
       continue;
     }

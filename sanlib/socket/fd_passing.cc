@@ -1,6 +1,9 @@
 #include "sanlib/socket/fd_passing.h"
 
+#include <string>
+
 #include "sanlib/common/clock.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/socket/fork_holders.h"
 #include "sanlib/socket/late_upgrade.h"
@@ -19,33 +22,53 @@ const char* WhyNotMovable(SocketTable& table, SanSocket& s) {
   return nullptr;
 }
 
+// Whether PrepareToPass has anything to do for `s`: a late candidate, or a connection on shm.
+bool Passable(const SanSocket& s) {
+  if (s.listening.load()) return false;
+  return LatePending(s) || (s.mode.load(std::memory_order_acquire) == SocketMode::kShm && s.stream);
+}
+
 }  // namespace
 
-void PrepareToPass(const int* fds, size_t count) {
+void PrepareToPass(const int* fds, size_t count, const char* via) {
   Runtime* rt = Runtime::IfCreated();
   if (!rt || count == 0) return;
   auto pin = rt->table().Pin();
+  const std::string passed = std::string("passed to another process (") + via + ")";
+  const std::string moved = std::string("its fd was passed to another process (") + via + ")";
   for (size_t i = 0; i < count; ++i) {
     SanSocket* s = rt->table().Find(fds[i]);
-    if (!s || s->listening.load()) continue;
-    if (LatePending(*s)) EndLateUpgrade(*s, true, "passed to another process (SCM_RIGHTS)");
+    if (!s || !Passable(*s)) continue;
+    if (LatePending(*s)) EndLateUpgrade(*s, true, passed.c_str());
     if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) continue;
     if (const char* why = WhyNotMovable(rt->table(), *s)) {
       SAN_LOG_WARN(
-          "fd %d passed to another process: its SAN connection cannot move to kernel TCP "
+          "fd %d passed to another process (%s): its SAN connection cannot move to kernel TCP "
           "(%s); the receiver's socket will carry nothing",
-          fds[i], why);
+          fds[i], via, why);
       continue;
     }
     const uint64_t deadline = NowNs() + uint64_t{kMoveWaitMs} * 1000000;
-    Status st = MoveToTcp(*s, deadline, "its fd was passed to another process (SCM_RIGHTS)");
+    Status st = MoveToTcp(*s, deadline, moved.c_str());
     if (st.ok()) {
-      SAN_LOG_INFO("fd %d passed to another process: moved to kernel TCP", fds[i]);
+      SAN_LOG_INFO("fd %d passed to another process (%s): moved to kernel TCP", fds[i], via);
     } else {
-      SAN_LOG_WARN("fd %d passed to another process: the move to kernel TCP failed (%s)", fds[i],
-                   st.ToString().c_str());
+      SAN_LOG_WARN("fd %d passed to another process (%s): the move to kernel TCP failed (%s)",
+                   fds[i], via, st.ToString().c_str());
     }
   }
+}
+
+std::vector<PassableFd> PassableFds() {
+  std::vector<PassableFd> out;
+  Runtime* rt = Runtime::IfCreated();
+  if (!rt) return out;
+  auto pin = rt->table().Pin();
+  rt->table().ForEachNumber([&](int fd, SanSocket* s) {
+    if (!Passable(*s)) return;
+    out.push_back({fd, kernel::CloseOnExec(fd)});
+  });
+  return out;
 }
 
 }  // namespace san

@@ -1,6 +1,7 @@
-// PrepareToPass: what happens to a SAN connection whose fd goes to another process over
+// PrepareToPass: what happens to a SAN connection whose fd goes to another process: over
 // SCM_RIGHTS (compat/interpose_io.cc calls it from sendmsg/sendmmsg on any socket, before the
-// kernel passes the fds).
+// kernel passes the fds), or to a child that glibc starts and execs by itself (posix_spawn,
+// system, popen: compat/interpose_spawn.cc, before the spawn), where no exec of ours runs.
 //
 // The receiver gets the kernel socket only: a SAN connection's bytes travel over a stream whose
 // state is in this process, so a receiver writing to the kernel socket writes to a TCP connection
@@ -22,9 +23,21 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace san {
 
-void PrepareToPass(const int* fds, size_t count);
+// Settles the connections of `fds` (other fds are left alone) before another process gets them;
+// `via` names how ("SCM_RIGHTS", "posix_spawn"), for the reason and the log.
+void PrepareToPass(const int* fds, size_t count, const char* via);
+
+// An fd of this process that names a connection PrepareToPass would settle (connected, not
+// listening: on shm, or still on kernel TCP that may move there), and whether it is close-on-exec.
+struct PassableFd {
+  int fd;
+  bool cloexec;
+};
+// Every such fd, in no particular order; none in a process that never made a SAN socket.
+std::vector<PassableFd> PassableFds();
 
 }  // namespace san

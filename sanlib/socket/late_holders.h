@@ -22,7 +22,8 @@
 // reused by an unrelated process counts as a holder until that process ends; a holder that
 // closed its copy behind sanlib's back (a raw system call) counts until it ends. What it does not
 // see (as the pipe did not): a holder that no fork handler of ours listed -- a raw clone()'s
-// child, a vfork or posix_spawn child, a child of a program exec'd with the socket, a child whose
+// child, a vfork child (a posix_spawn/system/popen child that holds it ends the move first:
+// compat/interpose_spawn.cc), a child of a program exec'd with the socket, a child whose
 // fork found the candidate busy (a step under way in another thread) or 256 candidates kept
 // already -- holds the socket without being counted, and once every listed holder let go the
 // last one moves the connection under it.

@@ -416,6 +416,55 @@ TEST(ExecTest, PythonSubprocessInTheMiddleOfAConnectionLeavesItWhole) {
   unlink(report.c_str());
 }
 
+// A python program (under sanrun, its connection on shm) echoes half of what we send, then hands
+// the connection to a child that glibc starts and execs by itself: `spawn` (python code that runs
+// `cat` on the connection `c` and sets `rc` to its exit status). cat echoes the rest until our
+// EOF. Before compat/interpose_spawn.cc, cat read a kernel socket we never wrote to and the echo
+// stalled; now the connection moves to kernel TCP on both ends before the spawn.
+void ExpectSpawnedCatServesTheRest(const std::string& name, const std::string& spawn) {
+  if (!Installed("python3")) GTEST_SKIP() << "python3 not installed";
+  Listener listener;
+  const std::string script =
+      "n = 0\n"
+      "while n < 1 << 19:\n"
+      "    d = c.recv(65536)\n"
+      "    if not d: sys.exit(4)\n"
+      "    c.sendall(d)\n"
+      "    n += len(d)\n" +
+      spawn +
+      "c.close()\n"
+      "sys.exit(0 if rc == 0 else 5)\n";
+  Spawned client(PythonConnected(listener.port(), "c", script), {}, TempPath(name + ".log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Output();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  const std::vector<char> data = Pattern(1u << 20, 5);
+  ExpectEcho(fd, std::vector<char>(data.begin(), data.begin() + (1 << 19)));
+  ExpectEcho(fd, std::vector<char>(data.begin() + (1 << 19), data.end()));
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_TCP) << "the connection cat was given did not move";
+  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
+  EXPECT_EQ(err, 0) << "expected EOF: " << strerror(err);
+  close(fd);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
+}
+
+TEST(ExecTest, PythonOsSystemChildServesTheConnection) {
+  ExpectSpawnedCatServesTheRest(
+      "system",
+      "os.set_inheritable(c.fileno(), True)\n"
+      "rc = os.system('exec cat <&%d >&%d' % (c.fileno(), c.fileno()))\n");
+}
+
+TEST(ExecTest, PythonOsPosixSpawnChildServesTheConnection) {
+  ExpectSpawnedCatServesTheRest(
+      "posix_spawn",
+      "pid = os.posix_spawn('/bin/cat', ['cat'], os.environ, file_actions=[\n"
+      "    (os.POSIX_SPAWN_DUP2, c.fileno(), 0), (os.POSIX_SPAWN_DUP2, c.fileno(), 1)])\n"
+      "rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n");
+}
+
 // The same in an asyncio program (both ends of the connection in it, its event loop on epoll): the
 // vfork child's closes reached the loop's epoll set and both sockets, and the program hung.
 TEST(ExecTest, PythonAsyncioSubprocessKeepsTheLoopAndItsConnection) {

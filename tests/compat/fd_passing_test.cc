@@ -24,16 +24,6 @@ constexpr size_t kReply = 1 << 20;
 uint8_t RequestByte(size_t i) { return static_cast<uint8_t>(i * 7 + 3); }
 uint8_t ReplyByte(size_t i) { return static_cast<uint8_t>(i * 131 + (i >> 10)); }
 
-bool WriteAll(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    const ssize_t k = write(fd, p, n);
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
 // Reads exactly n bytes; false on EOF or error first.
 bool ReadAll(int fd, uint8_t* p, size_t n) {
   while (n > 0) {
@@ -75,23 +65,14 @@ bool ReadAll(int fd, uint8_t* p, size_t n) {
 // C: connects to the port from `port_fd`, sends the request, reads the reply and then EOF.
 [[noreturn]] void Client(int port_fd, bool san) {
   alarm(30);
-  uint16_t port = 0;
-  if (read(port_fd, &port, sizeof port) != sizeof port) _exit(20);
-  const int fd = StreamSocket(san);
-  const sockaddr_in a = Loopback(port);
-  if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) _exit(21);
+  const int fd = ConnectToPortFrom(port_fd, san);
+  if (fd < 0) _exit(21);
   std::vector<uint8_t> buf(kReply + 1);
   for (size_t i = 0; i < kRequest; ++i) buf[i] = RequestByte(i);
   if (!WriteAll(fd, buf.data(), kRequest)) _exit(22);
-  size_t got = 0;
-  for (;;) {
-    const ssize_t k = read(fd, buf.data() + got, buf.size() - got);
-    if (k < 0) _exit(23);
-    if (k == 0) break;
-    got += static_cast<size_t>(k);
-    if (got > kReply) _exit(24);
-  }
-  if (got != kReply) _exit(25);
+  const ssize_t got = ReadToEof(fd, &buf);
+  if (got < 0) _exit(23);
+  if (got != static_cast<ssize_t>(kReply)) _exit(25);
   for (size_t i = 0; i < kReply; ++i) {
     if (buf[i] != ReplyByte(i)) _exit(26);
   }

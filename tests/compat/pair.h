@@ -9,7 +9,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "san/san.h"
 #include "support/inet.h"
@@ -55,6 +57,40 @@ inline void MakePair(bool san, TcpPair* pair) {
   } else {
     ASSERT_NE(san_getinfo(pair->client, &info), 0) << "the kernel pair is managed by sanlib";
   }
+}
+
+// Writes all n bytes; false if a write fails first.
+inline bool WriteAll(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t k = write(fd, p, n);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// Reads until EOF into buf (filling at most all of it): the bytes read, or -1 on an error.
+inline ssize_t ReadToEof(int fd, std::vector<uint8_t>* buf) {
+  size_t got = 0;
+  for (;;) {
+    const ssize_t k = read(fd, buf->data() + got, buf->size() - got);
+    if (k < 0) return -1;
+    if (k == 0) return static_cast<ssize_t>(got);
+    got += static_cast<size_t>(k);
+    if (got == buf->size()) return static_cast<ssize_t>(got);
+  }
+}
+
+// A test client's start, in a child process: the port its parent writes to `port_fd`, and a
+// stream socket (StreamSocket(san)) connected to it on loopback; -1 if a step failed.
+inline int ConnectToPortFrom(int port_fd, bool san) {
+  uint16_t port = 0;
+  if (read(port_fd, &port, sizeof port) != sizeof port) return -1;
+  const int fd = StreamSocket(san);
+  const sockaddr_in a = Loopback(port);
+  if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) return -1;
+  return fd;
 }
 
 inline std::string Name(const ::testing::TestParamInfo<bool>& info) {
