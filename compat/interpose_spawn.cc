@@ -12,6 +12,10 @@
 // connection, as without sanlib. Connections the child will not hold stay as they are.
 //
 // Not seen: clone()/vfork() children that exec by raw system calls, and actions libc adds itself.
+// Known gaps: a connection another thread accepts (inheritable) between the look and glibc's clone
+// reaches the child unsettled; and a binary linked against glibc before 2.15 gets the current
+// posix_spawn (ours is unversioned, and dlsym(RTLD_NEXT) finds the default version), which no
+// longer runs a script without #! under /bin/sh (ENOEXEC instead).
 #include <errno.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -77,9 +81,18 @@ int system(const char* command) {
 }
 
 // The child's stdout (type "r") or stdin ("w") is popen's pipe, not the parent's fd of that number.
+// The type is read as glibc reads it: any of 'r', 'w' and 'e', in any order, with 'r' or 'w' but
+// not both ("er" and "rr" are valid, "rw" and "r+" are not); an invalid one fails in libc and
+// settles nothing.
 FILE* popen(const char* command, const char* type) {
-  if (command && type && (type[0] == 'r' || type[0] == 'w')) {
-    SettleForChild(nullptr, "popen", {{SpawnAction::kClose, type[0] == 'r' ? 1 : 0}});
+  bool reads = false, writes = false, valid = command && type;
+  for (const char* c = type; valid && *c; ++c) {
+    reads = reads || *c == 'r';
+    writes = writes || *c == 'w';
+    valid = *c == 'r' || *c == 'w' || *c == 'e';
+  }
+  if (valid && reads != writes) {
+    SettleForChild(nullptr, "popen", {{SpawnAction::kClose, reads ? 1 : 0}});
   }
   return Real().popen(command, type);
 }

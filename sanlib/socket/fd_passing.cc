@@ -1,6 +1,9 @@
 #include "sanlib/socket/fd_passing.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sanlib/common/clock.h"
 #include "sanlib/common/kernel.h"
@@ -36,9 +39,16 @@ void PrepareToPass(const int* fds, size_t count, const char* via) {
   auto pin = rt->table().Pin();
   const std::string passed = std::string("passed to another process (") + via + ")";
   const std::string moved = std::string("its fd was passed to another process (") + via + ")";
+  // Every move is started before any is waited for, against one deadline: a process passing
+  // several connections (a spawned child inherits them all) waits for their peers at once.
+  const uint64_t deadline = NowNs() + uint64_t{kMoveWaitMs} * 1000000;
+  std::vector<std::pair<int, SanSocket*>> started;
   for (size_t i = 0; i < count; ++i) {
     SanSocket* s = rt->table().Find(fds[i]);
     if (!s || !Passable(*s)) continue;
+    if (std::any_of(started.begin(), started.end(), [s](const auto& f) { return f.second == s; })) {
+      continue;  // another number of a connection already on its way
+    }
     if (LatePending(*s)) EndLateUpgrade(*s, true, passed.c_str());
     if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) continue;
     if (const char* why = WhyNotMovable(rt->table(), *s)) {
@@ -48,13 +58,21 @@ void PrepareToPass(const int* fds, size_t count, const char* via) {
           fds[i], via, why);
       continue;
     }
-    const uint64_t deadline = NowNs() + uint64_t{kMoveWaitMs} * 1000000;
-    Status st = MoveToTcp(*s, deadline, moved.c_str());
+    Status st = StartMoveToTcp(*s, deadline);
     if (st.ok()) {
-      SAN_LOG_INFO("fd %d passed to another process (%s): moved to kernel TCP", fds[i], via);
+      started.emplace_back(fds[i], s);
     } else {
       SAN_LOG_WARN("fd %d passed to another process (%s): the move to kernel TCP failed (%s)",
                    fds[i], via, st.ToString().c_str());
+    }
+  }
+  for (const auto& [fd, s] : started) {
+    Status st = FinishMoveToTcp(*s, deadline, moved.c_str());
+    if (st.ok()) {
+      SAN_LOG_INFO("fd %d passed to another process (%s): moved to kernel TCP", fd, via);
+    } else {
+      SAN_LOG_WARN("fd %d passed to another process (%s): the move to kernel TCP failed (%s)", fd,
+                   via, st.ToString().c_str());
     }
   }
 }

@@ -439,8 +439,9 @@ void ExpectSpawnedCatServesTheRest(const std::string& name, const std::string& s
   ASSERT_GE(fd, 0) << client.Output();
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
   const std::vector<char> data = Pattern(1u << 20, 5);
-  ExpectEcho(fd, std::vector<char>(data.begin(), data.begin() + (1 << 19)));
-  ExpectEcho(fd, std::vector<char>(data.begin() + (1 << 19), data.end()));
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectEcho(fd, std::vector<char>(data.begin(), data.begin() + (1 << 19))));
+  ASSERT_NO_FATAL_FAILURE(ExpectEcho(fd, std::vector<char>(data.begin() + (1 << 19), data.end())));
   EXPECT_EQ(ModeOf(fd), SAN_MODE_TCP) << "the connection cat was given did not move";
   ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
   int err = 0;
