@@ -121,8 +121,15 @@ short SocketRevents(SanSocket& s, short events, ReadinessStamp* stamp) {
   const bool others_asleep = s.sleepers.load(std::memory_order_acquire) > 0;
   const uint64_t reaped_before = others_asleep ? s.stream->Stats().packets_received : 0;
   if (events & POLLIN) s.stream->Flush();  // SOVIA's flush point: the application waits to read
-  // The peer's TCP bytes from before its move to shm (late_upgrade.h) are readable first.
+  // The peer's TCP bytes from before its move to shm (late_upgrade.h) are readable first, and
+  // until they are all read nothing else is: a read returns EAGAIN while the kernel has none of
+  // them queued, whatever the stream holds. So the stream's read events count only once they are
+  // (`tcp_first` below). They used to count at once: a level-triggered poller woke to EAGAIN until
+  // the TCP bytes came, and an edge-triggered epoll member reported EPOLLIN for the stream's data,
+  // so the TCP bytes' arrival was no new edge and its reader slept for good (docs/sockets.md, "The
+  // peer's TCP bytes first"; LateUpgrade.StreamDataWaitsForThePeersLastTcpBytesInPollAndEpoll).
   const short inflow = InflowPending(s) ? InflowRevents(s) : 0;
+  const bool tcp_first = !(inflow & POLLIN) && InflowPending(s);
   proto::Readiness r = s.stream->GetReadiness();
   if (others_asleep && s.stream->Stats().packets_received != reaped_before) WakeSleepers(s);
   // Moved to TCP (tcp_move.h): the SAN queue's data and EOF, then, once the relay is done, the
@@ -135,7 +142,9 @@ short SocketRevents(SanSocket& s, short events, ReadinessStamp* stamp) {
     }
     r = s.stream->GetReadiness();
   }
-  if (stamp && !others_asleep && !inflow && !r.moved &&
+  // No stamp while the inflow runs: it ends by reads of the kernel socket, which leave the stream's
+  // version as it was, and a stamp of the masked events would outlive it (StampHolds).
+  if (stamp && !others_asleep && !inflow && !tcp_first && !r.moved &&
       !s.connecting.load(std::memory_order_acquire)) {
     *stamp =
         ReadinessStamp{r.version, r.packets_received, s.read_shut.load(std::memory_order_relaxed),
@@ -143,7 +152,9 @@ short SocketRevents(SanSocket& s, short events, ReadinessStamp* stamp) {
   }
   short revents =
       static_cast<short>(kernel_revents | (inflow ? kInEvents | (inflow & POLLRDHUP) : 0));
-  const bool read_closed = r.peer_closed || s.read_shut.load(std::memory_order_relaxed);
+  const bool read_closed =
+      (r.peer_closed && !tcp_first) || s.read_shut.load(std::memory_order_relaxed);
+  if (tcp_first) r.readable = false;
   if (r.error) {
     revents = kInEvents | kOutEvents | POLLHUP | POLLRDHUP;
     if (!s.error_reported.load(std::memory_order_relaxed)) revents |= POLLERR;

@@ -159,8 +159,18 @@ static void read_and_check(struct side* s) {
     const int n = epoll_wait(ep, &ev, 1, 10000);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) die("epoll_wait");
-    if (n == 0) fail("no event for 10 s after %llu bytes, message %llu (%llu bytes of it)", total,
-                     seq, have);
+    if (n == 0) {
+      /* What the socket holds now, to tell a missed event from a read that cannot go on. */
+      int queued = -1;
+      ioctl(s->fd, FIONREAD, &queued);
+      struct pollfd p = {s->fd, POLLIN, 0};
+      const int polled = poll(&p, 1, 0);
+      char why[256];
+      fprintf(stderr, "late_stress %d: stalled: FIONREAD %d, poll() %d revents %#x, mode %s (%s)\n",
+              (int)getpid(), queued, polled, (unsigned)p.revents, san_mode_of(s->fd, why, sizeof why),
+              why);
+      fail("no event for 10 s after %llu bytes, message %llu (%llu bytes of it)", total, seq, have);
+    }
     for (;;) {
       size_t want = kHeaderBytes;
       if (have >= kHeaderBytes) want = kHeaderBytes + get32(msg + 8);

@@ -6,6 +6,7 @@
 // it TCP without a hang, after a bounded number of tries.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -499,6 +500,51 @@ TEST(LateUpgrade, OneWayBulkStreamAcrossTheMove) {
   waitpid(sender, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   san_close(lfd);
+}
+
+// The peer's TCP bytes from before its move come first: until they are all read, a read returns
+// EAGAIN whenever the kernel has none of them queued, whatever the stream holds, so poll and epoll
+// must not say readable then. They did (for the stream's data), and an edge-triggered epoll
+// member then took the TCP bytes' arrival for no new edge: its reader slept for good (late_stress:
+// "no event for 10 s", 2 runs in 2,500). Here the upper end's last TCP bytes are held back with
+// TCP_CORK (the kernel sends a corked socket's partial segment after 200 ms, or when uncorked),
+// so its next bytes, sent over shm, reach the lower end first.
+TEST(LateUpgrade, StreamDataWaitsForThePeersLastTcpBytesInPollAndEpoll) {
+  LatePair m;
+  ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
+  const int ep = san_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.u64 = 5;
+  ASSERT_EQ(san_epoll_ctl(ep, EPOLL_CTL_ADD, m.lower, &ev), 0) << strerror(errno);
+  int on = 1;
+  ASSERT_EQ(san_setsockopt(m.upper, IPPROTO_TCP, TCP_CORK, &on, sizeof on), 0);
+  ASSERT_EQ(san_send(m.upper, "abc", 3, 0), 3);  // held in the upper end's kernel
+  ASSERT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
+  ASSERT_EQ(san_send(m.upper, "def", 3, 0), 3);  // over shm
+  char buf[8] = {};
+  errno = 0;
+  EXPECT_EQ(san_recv(m.lower, buf, sizeof buf, MSG_DONTWAIT), -1);  // the lower end switches
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
+  pollfd p{m.lower, POLLIN, 0};
+  EXPECT_EQ(san_poll(&p, 1, 0), 0) << "revents 0x" << std::hex << p.revents;
+  epoll_event got[2]{};
+  EXPECT_EQ(san_epoll_wait(ep, got, 2, 0), 0) << "events 0x" << std::hex << got[0].events;
+  on = 0;
+  ASSERT_EQ(san_setsockopt(m.upper, IPPROTO_TCP, TCP_CORK, &on, sizeof on), 0);
+  ASSERT_EQ(san_epoll_wait(ep, got, 2, 2000), 1) << "the TCP bytes' arrival was no new edge";
+  EXPECT_TRUE(got[0].events & EPOLLIN);
+  std::string read;
+  for (int i = 0; i < 100 && read.size() < 6; ++i) {
+    const ssize_t n = san_recv(m.lower, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) read.append(buf, static_cast<size_t>(n));
+    if (n <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(read, "abcdef");
+  EXPECT_EQ(SanModeOf(m.lower), SAN_MODE_SHM);
+  san_close(ep);
 }
 
 // A reader asleep in a blocking recv when the peer moves: the peer's wake byte (or its data)
