@@ -91,10 +91,10 @@ ssize_t SendIov(int fd, const iovec* iov, int iovcnt, int flags) {
   }
 }
 
-ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
-  bool on_tcp = false;
-  SanSocket* s = DataSocket(fd, &on_tcp);
-  if (!s) return KernelRecvIov(fd, iov, iovcnt, flags);
+namespace {
+
+// RecvIov on a socket sanlib carries (`on_tcp`: a candidate still on kernel TCP).
+ssize_t RecvFrom(SanSocket* s, bool on_tcp, int fd, const iovec* iov, int iovcnt, int flags) {
   if (on_tcp) {
     const ssize_t n = LateKernelRecv(*s, iov, iovcnt, flags);
     if (n >= 0 || errno != kLateSwitched) return n;
@@ -168,6 +168,21 @@ ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
     total += n;
     if (rest.Advance(n)) return static_cast<ssize_t>(total);
   }
+}
+
+}  // namespace
+
+// A read that returns EAGAIN is counted (reads_drained: an edge-triggered epoll member's next
+// readiness is a new edge).
+ssize_t RecvIov(int fd, const iovec* iov, int iovcnt, int flags) {
+  bool on_tcp = false;
+  SanSocket* s = DataSocket(fd, &on_tcp);
+  if (!s) return KernelRecvIov(fd, iov, iovcnt, flags);
+  const ssize_t n = RecvFrom(s, on_tcp, fd, iov, iovcnt, flags);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    s->reads_drained.fetch_add(1, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 }  // namespace san

@@ -252,6 +252,7 @@ int EpollSet::SettleKernelEvents(int epfd, epoll_event* events, int n) {
     m->reported = true;
     m->last_mask = reported;
     m->last_packets = c.socket->stream->Stats().packets_received;
+    m->last_drained = c.socket->reads_drained.load(std::memory_order_relaxed);
   }
   int kept = 0;
   for (int i = 0; i < n; ++i) {
@@ -664,11 +665,14 @@ int EpollSet::CollectLocked(epoll_event* events, int max) {
         packets =
             m.stamp.version ? m.stamp.packets_received : m.socket->stream->Stats().packets_received;
       }
-      report = mask && (!m.reported || mask != m.last_mask || packets != m.last_packets);
+      const uint64_t drained = m.socket->reads_drained.load(std::memory_order_relaxed);
+      report = mask && (!m.reported || mask != m.last_mask || packets != m.last_packets ||
+                        ((mask & EPOLLIN) && drained != m.last_drained));
       m.last_mask = mask;
       if (report) {
         m.reported = true;
         m.last_packets = packets;
+        m.last_drained = drained;
       }
     }
     if (!report) continue;
@@ -778,7 +782,12 @@ int EpollSet::Wait(int epfd, epoll_event* events, int max_events, int timeout_ms
         sockets.push_back(m.socket);
         interest.push_back(static_cast<short>(m.events & kEventBits));
         const bool quiet_edge = (m.events & EPOLLET) && m.reported && m.last_mask != 0;
-        quiet.push_back(quiet_edge ? static_cast<short>(m.last_mask) : 0);
+        // Readable is no old edge once the program has read to EAGAIN since the report.
+        const uint32_t drained =
+            m.socket->reads_drained.load(std::memory_order_relaxed) != m.last_drained
+                ? static_cast<uint32_t>(EPOLLIN)
+                : 0u;
+        quiet.push_back(quiet_edge ? static_cast<short>(m.last_mask & ~drained) : 0);
         if (quiet_edge) edges.push_back(&m);
       }
       ready = ArmForSleep(sockets.data(), interest.data(), sockets.size(), &fds, &watches,

@@ -17,8 +17,10 @@
 // turns out to be a SAN connection its kernel registration is removed and its events come from
 // here; if it falls back to TCP it simply stays a kernel registration.
 //
-// Edge-triggered members report when their ready mask changes or a packet arrived since the last
-// report (the kernel also re-reports on every new segment); never less often than the kernel.
+// Edge-triggered members report when their ready mask changes, a packet arrived since the last
+// report, or, readable, when a read returned EAGAIN since (SanSocket::reads_drained: bytes that
+// come by the kernel socket change neither the mask nor the packet count); never less often than
+// the kernel (which also re-reports on every new segment).
 //
 // Every call looks at every member (the set has no ready list), but a member whose stream saw no
 // operation and whose endpoint holds nothing new since its last full look is answered from that
@@ -134,8 +136,13 @@ class EpollSet {
     bool reported = false;   // edge-triggered: has reported since (re)registration
     uint32_t last_mask = 0;  // edge-triggered: mask when last looked at
     uint64_t last_packets = 0;  // edge-triggered: packets received at the last report
-    int bell_fd = -1;           // the doorbell registered in inner_ (-1: none)
-    bool tcp_watched = false;   // its kernel socket is registered in inner_ (peer death)
+    // Edge-triggered: the socket's reads_drained at the last report. A read that returned EAGAIN
+    // since makes readiness to read a new edge, whatever else changed: bytes that come by the
+    // kernel socket (the peer's TCP part after a move, a connection moved to TCP) change neither
+    // the mask nor the stream's packet count.
+    uint64_t last_drained = 0;
+    int bell_fd = -1;          // the doorbell registered in inner_ (-1: none)
+    bool tcp_watched = false;  // its kernel socket is registered in inner_ (peer death)
     // The last full look (CollectLocked): its mask and what it depended on, reused while that
     // holds (StampHolds), up to kStampReuses times in a row. Reset when `events` change.
     ReadinessStamp stamp = {};

@@ -442,12 +442,14 @@ size_t LateReadable(SanSocket& s) {
   return shm ? s.stream->Available() : 0;
 }
 
-short InflowRevents(SanSocket& s) {
+short InflowRevents(SanSocket& s, bool* tcp_due) {
+  if (tcp_due) *tcp_due = false;
   if (!InflowPending(s)) return 0;
   LateUpgrade& u = *s.late;
   {
     std::lock_guard<std::mutex> reading(u.in_mu);
     std::optional<uint64_t> end = s.stream->PeerTcpBytes();
+    if (tcp_due) *tcp_due = !end || u.consumed < *end;
     if (end && u.consumed >= *end) {
       // Only the wake byte can be left: take it now rather than report it as data (ReadKernel
       // reads nothing else past the peer's count).

@@ -234,8 +234,10 @@ ssize_t InflowRecv(SanSocket& s, const iovec* iov, int iovcnt, bool peek);
 // FIONREAD of a candidate or of a socket whose inflow runs: the bytes a read would return now
 // (the peer's wake byte is not one of them), plus the stream's queue once it is the stream's turn.
 size_t LateReadable(SanSocket& s);
-// poll(2) events of the inflow: POLLIN when TCP bytes wait (0 when done).
-short InflowRevents(SanSocket& s);
+// poll(2) events of the inflow: POLLIN when TCP bytes wait (0 when done). `tcp_due` (optional):
+// whether bytes of the peer's TCP part are still to be read (its count not known yet, or not all
+// consumed), so that a read returns EAGAIN, not the stream's bytes, while the kernel has none.
+short InflowRevents(SanSocket& s, bool* tcp_due = nullptr);
 // A socket sanlib carries whose kernel socket poll or epoll reports readable: for a candidate the
 // readiness may be the peer's wake byte alone (it switched). Takes the move's next step, as the
 // read that follows would; true if the socket is kShm now, so its readiness is to be asked of it

@@ -128,8 +128,9 @@ short SocketRevents(SanSocket& s, short events, ReadinessStamp* stamp) {
   // the TCP bytes came, and an edge-triggered epoll member reported EPOLLIN for the stream's data,
   // so the TCP bytes' arrival was no new edge and its reader slept for good (docs/sockets.md, "The
   // peer's TCP bytes first"; LateUpgrade.StreamDataWaitsForThePeersLastTcpBytesInPollAndEpoll).
-  const short inflow = InflowPending(s) ? InflowRevents(s) : 0;
-  const bool tcp_first = !(inflow & POLLIN) && InflowPending(s);
+  bool tcp_due = false;
+  const short inflow = InflowPending(s) ? InflowRevents(s, &tcp_due) : 0;
+  const bool tcp_first = tcp_due && !(inflow & POLLIN);
   proto::Readiness r = s.stream->GetReadiness();
   if (others_asleep && s.stream->Stats().packets_received != reaped_before) WakeSleepers(s);
   // Moved to TCP (tcp_move.h): the SAN queue's data and EOF, then, once the relay is done, the
@@ -155,7 +156,9 @@ short SocketRevents(SanSocket& s, short events, ReadinessStamp* stamp) {
   const bool read_closed =
       (r.peer_closed && !tcp_first) || s.read_shut.load(std::memory_order_relaxed);
   if (tcp_first) r.readable = false;
-  if (r.error) {
+  // An error too: the reads return the TCP bytes first (a switch aborted by the peer: its TCP
+  // bytes, then ECONNRESET).
+  if (r.error && !tcp_first) {
     revents = kInEvents | kOutEvents | POLLHUP | POLLRDHUP;
     if (!s.error_reported.load(std::memory_order_relaxed)) revents |= POLLERR;
   } else {

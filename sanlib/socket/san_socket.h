@@ -58,11 +58,13 @@ struct SanSocket {
   std::atomic<bool> tcp_gone{false};        // the kernel socket underneath reported EOF/reset
   std::atomic<bool> error_reported{false};  // the connection's error was returned once already
   std::atomic<bool> connecting{false};      // nonblocking connect(): the kernel half is in progress
-  std::atomic<bool> turned_tcp{false};
-  std::atomic<bool> relay_watched{false};  // the close thread drives its relay (tcp_move.h)      //
-                                           // a moved connection became kTcp (tcp_move.h): once
-  std::atomic<int> connect_error{0};       // the kernel half failed with this errno (SO_ERROR)
-  bool nodelay_requested = false;          // TCP_NODELAY set before the stream existed
+  std::atomic<bool> turned_tcp{false};      // a moved connection became kTcp (tcp_move.h): once
+  std::atomic<bool> relay_watched{false};   // the close thread drives its relay (tcp_move.h)
+  std::atomic<int> connect_error{0};        // the kernel half failed with this errno (SO_ERROR)
+  // Reads that returned EAGAIN (the program took everything there was): readiness to read after
+  // one is a new edge for an edge-triggered epoll member, whatever else changed (epoll_set.cc).
+  std::atomic<uint64_t> reads_drained{0};
+  bool nodelay_requested = false;  // TCP_NODELAY set before the stream existed
   // The threads of this process sleeping on the socket, woken when another thread made progress
   // for them (the doorbell only rings for the peer's packets); `sleepers` counts them.
   WaiterSet waiters;

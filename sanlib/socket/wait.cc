@@ -103,10 +103,11 @@ bool ArmForSleep(SanSocket* const* sockets, const short* events, size_t count,
     SanSocket& s = *sockets[i];
     const int fd = s.fd.load();
     const bool moved = s.stream->Moved();
-    SleepWatch w{&s,       s.id,
-                 fd,       slots[i] >= 0 ? wake : -1,
-                 slots[i], moved || (!s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed),
-                 moved,    fds->size()};
+    // The kernel socket: for the peer's death, and while the peer's TCP bytes are still to come
+    // (the inflow, late_upgrade.h), for them, whatever the stream says (its FIN may be in).
+    const bool watch_tcp =
+        moved || InflowPending(s) || (!s.tcp_gone.load() && !s.stream->GetReadiness().peer_closed);
+    SleepWatch w{&s, s.id, fd, slots[i] >= 0 ? wake : -1, slots[i], watch_tcp, moved, fds->size()};
     fds->push_back(pollfd{moved ? -1 : s.stream->endpoint().notify_fd(), POLLIN, 0});
     fds->push_back(pollfd{w.wake, POLLIN, 0});  // a negative fd is ignored by poll
     // Moved: what the relay waits for until it is done, then what the caller waits for.
