@@ -526,6 +526,19 @@ void MoveWithTcpBytesHeldBack(LatePair* m, const char* sent, const char* corked,
   *in_time = std::chrono::steady_clock::now() - corked_at < std::chrono::milliseconds(150);
 }
 
+// A new epoll set with `fd` in it for `events` (its data: the fd); -1 if either call failed.
+int SetWith(int fd, uint32_t events) {
+  const int ep = san_epoll_create1(0);
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = static_cast<uint64_t>(fd);
+  if (ep >= 0 && san_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    san_close(ep);
+    return -1;
+  }
+  return ep;
+}
+
 void Uncork(int fd) {
   int off = 0;
   ASSERT_EQ(san_setsockopt(fd, IPPROTO_TCP, TCP_CORK, &off, sizeof off), 0);
@@ -555,12 +568,8 @@ TEST(LateUpgrade, StreamDataWaitsForThePeersLastTcpBytesInPollAndEpoll) {
   bool in_time = false;
   ASSERT_NO_FATAL_FAILURE(MoveWithTcpBytesHeldBack(&m, "", "abc", "def", &in_time));
   if (!in_time) GTEST_SKIP() << kCorkTooSlow;
-  const int ep = san_epoll_create1(0);
+  const int ep = SetWith(m.lower, EPOLLIN | EPOLLET);
   ASSERT_GE(ep, 0);
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLET;
-  ev.data.u64 = 5;
-  ASSERT_EQ(san_epoll_ctl(ep, EPOLL_CTL_ADD, m.lower, &ev), 0) << strerror(errno);
   char buf[8] = {};
   errno = 0;
   EXPECT_EQ(san_recv(m.lower, buf, sizeof buf, MSG_DONTWAIT), -1);  // the lower end switches
@@ -633,12 +642,8 @@ TEST(LateUpgrade, PeersTcpBytesAfterAnEagainAreANewEdge) {
   bool in_time = false;
   ASSERT_NO_FATAL_FAILURE(MoveWithTcpBytesHeldBack(&m, "abc", "ghi", "def", &in_time));
   if (!in_time) GTEST_SKIP() << kCorkTooSlow;
-  const int ep = san_epoll_create1(0);
+  const int ep = SetWith(m.lower, EPOLLIN | EPOLLOUT | EPOLLET);
   ASSERT_GE(ep, 0);
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
-  ev.data.u64 = 7;
-  ASSERT_EQ(san_epoll_ctl(ep, EPOLL_CTL_ADD, m.lower, &ev), 0) << strerror(errno);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // "abc" in the lower end's kernel
   epoll_event got[2]{};
   ASSERT_EQ(san_epoll_wait(ep, got, 2, 1000), 1);
