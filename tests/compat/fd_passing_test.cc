@@ -24,17 +24,6 @@ constexpr size_t kReply = 1 << 20;
 uint8_t RequestByte(size_t i) { return static_cast<uint8_t>(i * 7 + 3); }
 uint8_t ReplyByte(size_t i) { return static_cast<uint8_t>(i * 131 + (i >> 10)); }
 
-// Reads exactly n bytes; false on EOF or error first.
-bool ReadAll(int fd, uint8_t* p, size_t n) {
-  while (n > 0) {
-    const ssize_t k = read(fd, p, n);
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
 // B: takes one fd from `unix_fd`, reads the request, answers, closes. Exit status says what failed.
 [[noreturn]] void Receiver(int unix_fd) {
   alarm(30);

@@ -70,6 +70,17 @@ inline bool WriteAll(int fd, const uint8_t* p, size_t n) {
   return true;
 }
 
+// Reads exactly n bytes; false on EOF or error first.
+inline bool ReadAll(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t k = read(fd, p, n);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
 // Reads until EOF into buf (filling at most all of it): the bytes read, or -1 on an error.
 inline ssize_t ReadToEof(int fd, std::vector<uint8_t>* buf) {
   size_t got = 0;
