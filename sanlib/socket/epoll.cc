@@ -23,9 +23,15 @@ int EpollCtl(int epfd, int op, int fd, epoll_event* event) {
   SanSocket* s = rt ? rt->table().Find(fd) : nullptr;
   // A kernel-TCP connection that may still move to shm (late_upgrade.h) is the set's too: its
   // kernel registration serves until it moves.
-  if (!s || s->listening.load() || (s->mode.load() == SocketMode::kTcp && !SanlibCarries(*s))) {
+  if (!s || s->listening.load()) {
     // A SAN socket closed since and its number reused: its old registration went with it.
     if (EpollSet::Involved(epfd)) EpollSet::DropFd(epfd, fd);
+    return kernel::epoll_ctl(epfd, op, fd, event);
+  }
+  // A connection that moved to kernel TCP (or never left it, and never will): registered while it
+  // was on shm, its registration is the set's, handed to the kernel now.
+  if (s->mode.load() == SocketMode::kTcp && !SanlibCarries(*s)) {
+    if (EpollSet::Involved(epfd)) return EpollSet::ControlKernelSocket(epfd, op, fd, *s, event);
     return kernel::epoll_ctl(epfd, op, fd, event);
   }
   return EpollSet::Control(epfd, op, fd, *s, event);

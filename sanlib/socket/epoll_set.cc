@@ -437,6 +437,51 @@ void EpollSet::DropFd(int epfd, int fd) {
   }
 }
 
+bool EpollSet::HandBackLocked(int epfd, Member& m) {
+  if (m.disabled) return false;
+  epoll_event ev{};
+  ev.events = m.events;
+  ev.data = m.data;
+  // EEXIST: a fork relative sharing the instance handed it over first.
+  if (kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, m.fd, &ev) != 0 && errno != EEXIST) return false;
+  UnwatchLocked(m);
+  return true;
+}
+
+int EpollSet::ControlKernelSocket(int epfd, int op, int fd, SanSocket& s, epoll_event* event) {
+  {
+    std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
+    EpollSet* set = Find(epfd, false);
+    if (set) {
+      std::lock_guard<std::mutex> lock(set->mu_);
+      Member* m = set->FindLocked(fd);
+      const bool registered_on_shm = m && !m->pending && m->socket == &s && m->socket_id == s.id;
+      if (!registered_on_shm) {
+        // A stale member (its socket closed, the number reused), or a pending one: the kernel
+        // holds the registration, if any.
+        set->DropFdLocked(fd, false);
+      } else {
+        if (op == EPOLL_CTL_ADD) return Fail(EEXIST);
+        if (op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL) return Fail(EINVAL);
+        if (op == EPOLL_CTL_MOD) {
+          if (!event) return Fail(EFAULT);
+          if ((event->events | m->events) & EPOLLEXCLUSIVE) return Fail(EINVAL);
+        }
+        set->DropFdLocked(fd, true);
+        if (op == EPOLL_CTL_DEL) {
+          epoll_event unused{};
+          kernel::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused);  // one a fork relative handed over
+          return 0;
+        }
+        if (kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, event) == 0) return 0;
+        if (errno != EEXIST) return -1;
+        // fallthrough: a fork relative handed it over first; MOD it below
+      }
+    }
+  }
+  return kernel::epoll_ctl(epfd, op, fd, event);
+}
+
 EpollSet::Member* EpollSet::FindLocked(int fd) {
   if (fd_index_dirty_) {
     std::fill(fd_index_.begin(), fd_index_.end(), 0u);
@@ -584,7 +629,11 @@ void EpollSet::RefreshLocked(int epfd) {
                                   SanSocket* now = table.Find(m.fd);
                                   if (now != m.socket || now->id != m.socket_id)
                                     return true;  // closed
-                                  if (!m.pending) return false;
+                                  if (!m.pending) {
+                                    return now->mode.load(std::memory_order_acquire) ==
+                                               SocketMode::kTcp &&
+                                           !SanlibCarries(*now) && HandBackLocked(epfd, m);
+                                  }
                                   const SocketMode mode = now->mode.load(std::memory_order_acquire);
                                   if (mode == SocketMode::kShm) {
                                     epoll_event unused{};

@@ -48,7 +48,13 @@
 // user memory. Registrations are by fd number, so a closed member's are never removed by number
 // (the number may name another file by then): the kernel drops them with the file, and an event
 // of an id that is no longer a member is ignored. A fork child, which shares the instance with its
-// parent, and a set with a member that moved to TCP sleep the old way (a pollfd per fd).
+// parent, and a set with a member that is moving to TCP sleep the old way (a pollfd per fd). Once
+// the move is done (the relay finished, the stream drained: mode kTcp) the member is handed to the
+// kernel instance (HandBackLocked, ControlKernelSocket): from then on it is a kernel fd of the set
+// like any other, with the kernel's level- and edge-triggered rules exactly (a member left here
+// was polled level-triggered on its kernel socket: an edge-triggered one with bytes unread woke
+// every sleep at once, spinning, and a MOD or DEL of it went to the kernel, which had no
+// registration: ENOENT, and the member was lost).
 //
 // Thread-safety: all methods are thread-safe; several threads may wait on one set. A set is used
 // only under the registry's shared lock (never across a sleep), so closing the epoll fd frees it
@@ -80,6 +86,12 @@ class EpollSet {
   static int Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event);
   // fd is not a SAN socket (any more): drops a stale member of epfd's set for it, if any.
   static void DropFd(int epfd, int fd);
+  // epoll_ctl for `s` (fd), a SAN socket that is a plain kernel socket now (its connection moved
+  // to kernel TCP and the relay is done: tcp_move.h): a member registered while it was on shm
+  // (the kernel holds no registration of it) is handed to the kernel -- MOD registers it there
+  // with the new events, DEL just drops it, ADD is EEXIST --; otherwise the kernel's call. Returns
+  // what epoll_ctl returns.
+  static int ControlKernelSocket(int epfd, int op, int fd, SanSocket& s, epoll_event* event);
   // True if epoll_wait on epfd needs this layer (the set has members); false: a plain epoll.
   static bool Involved(int epfd);
   // True if the set has members that are not pending (SAN connections now).
@@ -163,8 +175,13 @@ class EpollSet {
   void DropFdLocked(int fd, bool live);
   // Appends a member (fd not a member yet), keeping the fd index current.
   void AddMemberLocked(Member m);
-  // Drops members whose socket is gone and settles pending ones (mu_ and the pin held).
+  // Drops members whose socket is gone, settles pending ones and hands the kernel those whose
+  // socket became a plain kernel socket (HandBackLocked) (mu_ and the pin held).
   void RefreshLocked(int epfd);
+  // m's socket is a plain kernel socket now: registers it in the kernel instance epfd with m's
+  // events and data, unless a fired EPOLLONESHOT disabled it (that one waits for its MOD). True:
+  // the kernel holds it, and m is to be dropped (its registrations in inner_ are ended).
+  bool HandBackLocked(int epfd, Member& m);
   // RefreshLocked, taking the registry's, the table's and the set's locks.
   static void Refresh(int epfd);
   // Appends SAN members' events (up to max) to events; returns how many (mu_ and the pin held).

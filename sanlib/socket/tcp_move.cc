@@ -26,6 +26,7 @@ void TurnTcp(SanSocket& s, const char* why) {
   if (s.turned_tcp.exchange(true)) return;
   s.fallback_reason = why;  // read only once mode says kTcp
   s.mode.store(SocketMode::kTcp, std::memory_order_release);
+  Runtime::Get().table().NoteChange();  // epoll sets hand it to the kernel (epoll_set.h)
   SAN_LOG_INFO("fd %d: the connection continues over kernel TCP: %s", s.fd.load(), why);
 }
 

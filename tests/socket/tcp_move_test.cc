@@ -6,8 +6,12 @@
 // position), the close must be TCP's, and the mover's peer must end up in kernel TCP mode saying
 // why. A peer that never answers, or a mover that gives up, ends in an error -- never in bytes
 // lost silently.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -336,6 +340,134 @@ TEST(SocketTcpMove, BadHeaderResetsThePeer) {
   const char garbage[] = "GET / HTTP/1.0\r\n";
   ASSERT_EQ(::send(p.mover, garbage, 16, 0), 16);
   peer.join();
+}
+
+// The epoll calls a test sequence makes: sanlib's, or the kernel's (the oracle).
+struct EpollCalls {
+  int (*create1)(int);
+  int (*ctl)(int, int, int, epoll_event*);
+  int (*wait)(int, epoll_event*, int, int);
+};
+
+double ThreadCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+// What an edge-triggered program sees of `fd`, registered in `epfd` (EPOLLIN | EPOLLET, data 7)
+// before (its peer writes with plain send() on `sender`): MOD (if `modify`; first, before any
+// wait) and DEL succeed, a byte is one report, a wait with that byte still unread reports nothing
+// and sleeps (its CPU time is returned in *idle_cpu_ms), the next byte is a new report.
+void EdgeTriggeredSequence(const EpollCalls& e, int epfd, int fd, int sender, bool modify,
+                           double* idle_cpu_ms) {
+  epoll_event got[4];
+  uint64_t data = 7;
+  if (modify) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = data = 8;
+    EXPECT_EQ(e.ctl(epfd, EPOLL_CTL_MOD, fd, &ev), 0) << strerror(errno);
+  }
+  EXPECT_EQ(e.wait(epfd, got, 4, 0), 0);  // nothing to read
+  ASSERT_EQ(::send(sender, "a", 1, MSG_NOSIGNAL), 1);
+  ASSERT_EQ(e.wait(epfd, got, 4, 2000), 1);
+  EXPECT_EQ(got[0].data.u64, data);
+  EXPECT_TRUE(got[0].events & EPOLLIN);
+  const double before = ThreadCpuMs();
+  EXPECT_EQ(e.wait(epfd, got, 4, 500), 0);  // the byte is unread: no new edge
+  *idle_cpu_ms = ThreadCpuMs() - before;
+  ASSERT_EQ(::send(sender, "b", 1, MSG_NOSIGNAL), 1);
+  EXPECT_EQ(e.wait(epfd, got, 4, 2000), 1);  // a new segment is a new edge
+  char buf[4];
+  EXPECT_EQ(san_recv(fd, buf, sizeof buf, 0), 2);
+  EXPECT_EQ(e.ctl(epfd, EPOLL_CTL_DEL, fd, nullptr), 0) << strerror(errno);
+  EXPECT_EQ(e.ctl(epfd, EPOLL_CTL_DEL, fd, nullptr), -1);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+// An epoll set holding fd edge-triggered for reading.
+int EdgeSet(const EpollCalls& e, int fd) {
+  const int epfd = e.create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.u64 = 7;
+  if (epfd >= 0 && e.ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    san_close(epfd);
+    return -1;
+  }
+  return epfd;
+}
+
+// The peer of a connection that moved to kernel TCP, registered edge-triggered in an epoll set
+// while it was on shm: once the relay is done it is a kernel socket, and the set must treat it as
+// the kernel treats one (before: MOD and DEL failed with ENOENT, and a wait with a byte unread
+// spun on the kernel socket's level-triggered readiness for its whole timeout).
+TEST(SocketTcpMove, PeersEpollRegistrationIsTheKernelsOnceTheRelayIsDone) {
+  Watchdog dog(60);
+  // The oracle: a kernel TCP pair, the kernel's epoll.
+  int kernel_pair[2];
+  {
+    const int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(listen(l, 1), 0);
+    ASSERT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    kernel_pair[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(connect(kernel_pair[1], reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    kernel_pair[0] = accept(l, nullptr, nullptr);
+    ASSERT_GE(kernel_pair[0], 0);
+    close(l);
+  }
+  const EpollCalls kernel_calls{::epoll_create1, ::epoll_ctl, ::epoll_wait};
+  const int kernel_set = EdgeSet(kernel_calls, kernel_pair[0]);
+  ASSERT_GE(kernel_set, 0);
+  double kernel_idle = 0;
+  ASSERT_NO_FATAL_FAILURE(EdgeTriggeredSequence(kernel_calls, kernel_set, kernel_pair[0],
+                                                kernel_pair[1], true, &kernel_idle));
+  for (int fd : {kernel_set, kernel_pair[0], kernel_pair[1]}) close(fd);
+
+  // The same on the peer of a moved connection, registered while it was on shm: its program's
+  // next call on the set a MOD, or a wait.
+  for (bool modify : {true, false}) {
+    SCOPED_TRACE(modify ? "MOD first" : "wait first");
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(Open(&p));
+    const EpollCalls san_calls{san_epoll_create1, san_epoll_ctl, san_epoll_wait};
+    const int set = EdgeSet(san_calls, p.peer);
+    ASSERT_GE(set, 0);
+    epoll_event got[4];
+    while (san_epoll_wait(set, got, 4, 0) > 0) {
+    }  // its first report, writable
+    // The peer's program is busy elsewhere: the relay's end comes to the peer on its own (the
+    // close thread), and its program's next call is on the set.
+    SanSocket* peer = Runtime::Get().table().Find(p.peer);
+    ASSERT_NE(peer, nullptr);
+    std::atomic<bool> stop{false};
+    std::thread answer([&] {
+      // Answers the MOVE as the program's poll would, then leaves the socket alone.
+      pollfd pfd{p.peer, POLLIN, 0};
+      while (!stop && !peer->stream->Moved()) {
+        san_poll(&pfd, 1, 0);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      san_poll(&pfd, 1, 0);
+    });
+    Status st = Move(p.mover);
+    stop = true;
+    answer.join();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::string reason;
+    ASSERT_TRUE(WaitUntil([&] { return ModeOf(p.peer, &reason) == "tcp"; }, 5000)) << reason;
+    double san_idle = 0;
+    ASSERT_NO_FATAL_FAILURE(
+        EdgeTriggeredSequence(san_calls, set, p.peer, p.mover, modify, &san_idle));
+    san_close(set);
+    EXPECT_LT(san_idle, 100.0) << "ms of CPU in a 500 ms wait; the kernel's: " << kernel_idle;
+  }
 }
 
 }  // namespace
