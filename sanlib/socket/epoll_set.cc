@@ -443,7 +443,10 @@ bool EpollSet::HandBackLocked(int epfd, Member& m) {
   ev.events = m.events;
   ev.data = m.data;
   // EEXIST: a fork relative sharing the instance handed it over first.
-  if (kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, m.fd, &ev) != 0 && errno != EEXIST) return false;
+  if (kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, m.fd, &ev) != 0 && errno != EEXIST) {
+    refresh_due_ = true;  // tried again at the next look (ENOMEM, max_user_watches)
+    return false;
+  }
   UnwatchLocked(m);
   return true;
 }
@@ -451,35 +454,45 @@ bool EpollSet::HandBackLocked(int epfd, Member& m) {
 int EpollSet::ControlKernelSocket(int epfd, int op, int fd, SanSocket& s, epoll_event* event) {
   {
     std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
-    EpollSet* set = Find(epfd, false);
-    if (set) {
+    if (EpollSet* set = Find(epfd, false)) {
       std::lock_guard<std::mutex> lock(set->mu_);
       Member* m = set->FindLocked(fd);
-      const bool registered_on_shm = m && !m->pending && m->socket == &s && m->socket_id == s.id;
-      if (!registered_on_shm) {
-        // A stale member (its socket closed, the number reused), or a pending one: the kernel
-        // holds the registration, if any.
-        set->DropFdLocked(fd, false);
-      } else {
-        if (op == EPOLL_CTL_ADD) return Fail(EEXIST);
-        if (op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL) return Fail(EINVAL);
-        if (op == EPOLL_CTL_MOD) {
-          if (!event) return Fail(EFAULT);
-          if ((event->events | m->events) & EPOLLEXCLUSIVE) return Fail(EINVAL);
-        }
-        set->DropFdLocked(fd, true);
-        if (op == EPOLL_CTL_DEL) {
-          epoll_event unused{};
-          kernel::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused);  // one a fork relative handed over
-          return 0;
-        }
-        if (kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, event) == 0) return 0;
-        if (errno != EEXIST) return -1;
-        // fallthrough: a fork relative handed it over first; MOD it below
+      if (m && !m->pending && m->socket == &s && m->socket_id == s.id) {
+        return set->ControlHandedBackLocked(epfd, op, *m, event);
       }
+      // A stale member (its socket closed, the number reused), or a pending one: the kernel
+      // holds the registration, if any.
+      set->DropFdLocked(fd, false);
     }
   }
   return kernel::epoll_ctl(epfd, op, fd, event);
+}
+
+int EpollSet::ControlHandedBackLocked(int epfd, int op, Member& m, epoll_event* event) {
+  const int fd = m.fd;
+  // The kernel's order of checks: the event, EPOLLEXCLUSIVE's rules, then the registration.
+  if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL) return Fail(EINVAL);
+  if (op != EPOLL_CTL_DEL && !event) return Fail(EFAULT);
+  if (op != EPOLL_CTL_DEL && (event->events & EPOLLEXCLUSIVE)) {
+    if (op == EPOLL_CTL_MOD || (event->events & ~kExclusiveOk)) return Fail(EINVAL);
+  }
+  if (op == EPOLL_CTL_ADD) return Fail(EEXIST);
+  if (op == EPOLL_CTL_MOD && (m.events & EPOLLEXCLUSIVE)) return Fail(EINVAL);
+  if (op == EPOLL_CTL_DEL) {
+    DropFdLocked(fd, true);
+    epoll_event unused{};
+    kernel::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &unused);  // one a fork relative handed over
+    return 0;
+  }
+  // Registered in the kernel first: if that fails, the member stays (a failed MOD keeps the old
+  // registration, as the kernel's does). EEXIST: a fork relative sharing the instance handed it
+  // over first, and this MOD changes that registration.
+  if (kernel::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, event) != 0 &&
+      (errno != EEXIST || kernel::epoll_ctl(epfd, EPOLL_CTL_MOD, fd, event) != 0)) {
+    return -1;
+  }
+  DropFdLocked(fd, true);
+  return 0;
 }
 
 EpollSet::Member* EpollSet::FindLocked(int fd) {
@@ -554,6 +567,11 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
     DropFdLocked(fd,
                  false);  // a socket closed since: its registration went with it, as in the kernel
     m = nullptr;
+  }
+  if (m && !m->pending && s.mode.load(std::memory_order_acquire) == SocketMode::kTcp &&
+      !SanlibCarries(s)) {
+    // Moved to kernel TCP since the caller looked (another thread's call ended the move).
+    return ControlHandedBackLocked(epfd, op, *m, event);
   }
   if (s.mode.load(std::memory_order_acquire) != SocketMode::kShm) {
     // Not connected yet: the kernel's registration serves until it turns out to be SAN.

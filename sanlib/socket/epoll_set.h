@@ -182,6 +182,9 @@ class EpollSet {
   // events and data, unless a fired EPOLLONESHOT disabled it (that one waits for its MOD). True:
   // the kernel holds it, and m is to be dropped (its registrations in inner_ are ended).
   bool HandBackLocked(int epfd, Member& m);
+  // epoll_ctl `op` for m, registered while on shm, whose socket is a plain kernel socket now
+  // (ControlKernelSocket, and ControlLocked when the move ended after the caller looked).
+  int ControlHandedBackLocked(int epfd, int op, Member& m, epoll_event* event);
   // RefreshLocked, taking the registry's, the table's and the set's locks.
   static void Refresh(int epfd);
   // Appends SAN members' events (up to max) to events; returns how many (mu_ and the pin held).

@@ -460,8 +460,13 @@ TEST(SocketTcpMove, PeersEpollRegistrationIsTheKernelsOnceTheRelayIsDone) {
     stop = true;
     answer.join();
     ASSERT_TRUE(st.ok()) << st.ToString();
+    // The relay's end turns the peer TCP at its next call (the close thread may have done the
+    // relay's work): a poll, as the program's own next call would.
     std::string reason;
-    ASSERT_TRUE(WaitUntil([&] { return ModeOf(p.peer, &reason) == "tcp"; }, 5000)) << reason;
+    pollfd pfd{p.peer, POLLIN, 0};
+    ASSERT_TRUE(WaitUntil(
+        [&] { return san_poll(&pfd, 1, 0) >= 0 && ModeOf(p.peer, &reason) == "tcp"; }, 5000))
+        << reason;
     double san_idle = 0;
     ASSERT_NO_FATAL_FAILURE(
         EdgeTriggeredSequence(san_calls, set, p.peer, p.mover, modify, &san_idle));
