@@ -30,7 +30,7 @@ int EpollCtl(int epfd, int op, int fd, epoll_event* event) {
   }
   // A connection that moved to kernel TCP (or never left it, and never will): registered while it
   // was on shm, its registration is the set's, handed to the kernel now.
-  if (s->mode.load() == SocketMode::kTcp && !SanlibCarries(*s)) {
+  if (KernelAlone(*s)) {
     if (EpollSet::Involved(epfd)) return EpollSet::ControlKernelSocket(epfd, op, fd, *s, event);
     return kernel::epoll_ctl(epfd, op, fd, event);
   }

@@ -63,6 +63,19 @@ int Fail(int err) {
   return -1;
 }
 
+// epoll_ctl's checks of its op and event, which the kernel makes before anything else: 0, or the
+// errno.
+int ArgumentError(int op, const epoll_event* event) {
+  if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL) return EINVAL;
+  if (op != EPOLL_CTL_DEL && !event) return EFAULT;
+  return 0;
+}
+
+// The kernel's EPOLLEXCLUSIVE rules for an op with an event: only on ADD, only with kExclusiveOk.
+bool ExclusiveMisused(int op, const epoll_event& event) {
+  return (event.events & EPOLLEXCLUSIVE) && (op == EPOLL_CTL_MOD || (event.events & ~kExclusiveOk));
+}
+
 SocketTable& Table() { return Runtime::Get().table(); }
 
 // Threads of this process asleep in the kernel's epoll_wait through KernelWait (on any set). An
@@ -458,6 +471,7 @@ int EpollSet::ControlKernelSocket(int epfd, int op, int fd, SanSocket& s, epoll_
       std::lock_guard<std::mutex> lock(set->mu_);
       Member* m = set->FindLocked(fd);
       if (m && !m->pending && m->socket == &s && m->socket_id == s.id) {
+        if (const int err = ArgumentError(op, event)) return Fail(err);
         return set->ControlHandedBackLocked(epfd, op, *m, event);
       }
       // A stale member (its socket closed, the number reused), or a pending one: the kernel
@@ -470,12 +484,9 @@ int EpollSet::ControlKernelSocket(int epfd, int op, int fd, SanSocket& s, epoll_
 
 int EpollSet::ControlHandedBackLocked(int epfd, int op, Member& m, epoll_event* event) {
   const int fd = m.fd;
-  // The kernel's order of checks: the event, EPOLLEXCLUSIVE's rules, then the registration.
-  if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL) return Fail(EINVAL);
-  if (op != EPOLL_CTL_DEL && !event) return Fail(EFAULT);
-  if (op != EPOLL_CTL_DEL && (event->events & EPOLLEXCLUSIVE)) {
-    if (op == EPOLL_CTL_MOD || (event->events & ~kExclusiveOk)) return Fail(EINVAL);
-  }
+  // The kernel's order of checks: the event (ArgumentError, made by the callers), EPOLLEXCLUSIVE's
+  // rules, then the registration.
+  if (op != EPOLL_CTL_DEL && ExclusiveMisused(op, *event)) return Fail(EINVAL);
   if (op == EPOLL_CTL_ADD) return Fail(EEXIST);
   if (op == EPOLL_CTL_MOD && (m.events & EPOLLEXCLUSIVE)) return Fail(EINVAL);
   if (op == EPOLL_CTL_DEL) {
@@ -540,8 +551,7 @@ void EpollSet::DropFdLocked(int fd, bool live) {
 }
 
 int EpollSet::Control(int epfd, int op, int fd, SanSocket& s, epoll_event* event) {
-  if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL) return Fail(EINVAL);
-  if (op != EPOLL_CTL_DEL && !event) return Fail(EFAULT);
+  if (const int err = ArgumentError(op, event)) return Fail(err);
   if (epfd == fd) return Fail(EINVAL);
   std::shared_lock<std::shared_mutex> reg(Sets().lifetime);
   EpollSet* set = Find(epfd, true);
@@ -568,8 +578,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
                  false);  // a socket closed since: its registration went with it, as in the kernel
     m = nullptr;
   }
-  if (m && !m->pending && s.mode.load(std::memory_order_acquire) == SocketMode::kTcp &&
-      !SanlibCarries(s)) {
+  if (m && !m->pending && KernelAlone(s)) {
     // Moved to kernel TCP since the caller looked (another thread's call ended the move).
     return ControlHandedBackLocked(epfd, op, *m, event);
   }
@@ -604,9 +613,7 @@ int EpollSet::ControlLocked(int epfd, int op, int fd, SanSocket& s, epoll_event*
       CountsChangedLocked();
     }
   }
-  if (op != EPOLL_CTL_DEL && (event->events & EPOLLEXCLUSIVE)) {
-    if (op == EPOLL_CTL_MOD || (event->events & ~kExclusiveOk)) return Fail(EINVAL);
-  }
+  if (op != EPOLL_CTL_DEL && ExclusiveMisused(op, *event)) return Fail(EINVAL);
   switch (op) {
     case EPOLL_CTL_ADD:
       if (m) return Fail(EEXIST);
@@ -648,9 +655,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                   if (now != m.socket || now->id != m.socket_id)
                                     return true;  // closed
                                   if (!m.pending) {
-                                    return now->mode.load(std::memory_order_acquire) ==
-                                               SocketMode::kTcp &&
-                                           !SanlibCarries(*now) && HandBackLocked(epfd, m);
+                                    return KernelAlone(*now) && HandBackLocked(epfd, m);
                                   }
                                   const SocketMode mode = now->mode.load(std::memory_order_acquire);
                                   if (mode == SocketMode::kShm) {
@@ -662,8 +667,7 @@ void EpollSet::RefreshLocked(int epfd) {
                                   }
                                   // TCP fallback or a listener: the kernel registration is all it
                                   // needs (unless the connection may still move to shm).
-                                  return (mode == SocketMode::kTcp && !SanlibCarries(*now)) ||
-                                         now->listening.load();
+                                  return KernelAlone(*now) || now->listening.load();
                                 }),
                  members_.end());
   if (members_.size() != before) MemberLeftLocked();

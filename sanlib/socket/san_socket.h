@@ -109,4 +109,10 @@ inline bool SanlibCarries(const SanSocket& s) {
   return mode == SocketMode::kShm || (late && mode == SocketMode::kTcp);
 }
 
+// Whether the socket is a plain kernel TCP connection for good: TCP, and sanlib takes no part in
+// it (fallen back, moved to kernel TCP, or a late candidate that will not move).
+inline bool KernelAlone(const SanSocket& s) {
+  return s.mode.load(std::memory_order_acquire) == SocketMode::kTcp && !SanlibCarries(s);
+}
+
 }  // namespace san
