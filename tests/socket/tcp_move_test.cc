@@ -407,21 +407,7 @@ TEST(SocketTcpMove, PeersEpollRegistrationIsTheKernelsOnceTheRelayIsDone) {
   Watchdog dog(60);
   // The oracle: a kernel TCP pair, the kernel's epoll.
   int kernel_pair[2];
-  {
-    const int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    ASSERT_EQ(listen(l, 1), 0);
-    ASSERT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    kernel_pair[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_EQ(connect(kernel_pair[1], reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    kernel_pair[0] = accept(l, nullptr, nullptr);
-    ASSERT_GE(kernel_pair[0], 0);
-    close(l);
-  }
+  ASSERT_TRUE(testing_support::KernelTcpPair(&kernel_pair[1], &kernel_pair[0])) << strerror(errno);
   const EpollCalls kernel_calls{::epoll_create1, ::epoll_ctl, ::epoll_wait};
   const int kernel_set = EdgeSet(kernel_calls, kernel_pair[0]);
   ASSERT_GE(kernel_set, 0);

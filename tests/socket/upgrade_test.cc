@@ -14,24 +14,13 @@
 
 #include "san/san.h"
 #include "sanlib/proto/upgrade_wire.h"
+#include "support/inet.h"
 
 namespace {
 
-// A connected pair of plain kernel TCP sockets on loopback.
+// A connected pair of plain kernel TCP sockets on loopback: *a connected, *b accepted.
 void TcpPair(int* a, int* b) {
-  const int l = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(l, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(l, 1), 0);
-  socklen_t len = sizeof addr;
-  getsockname(l, reinterpret_cast<sockaddr*>(&addr), &len);
-  *a = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(connect(*a, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  *b = accept(l, nullptr, nullptr);
-  ASSERT_GE(*b, 0);
-  close(l);
+  ASSERT_TRUE(san::testing_support::KernelTcpPair(a, b)) << strerror(errno);
 }
 
 int Mode(int fd) {
