@@ -44,9 +44,12 @@ int CloseRange(unsigned first, unsigned last, int flags) {
     return Real().close_range ? Real().close_range(a, b, f)
                               : static_cast<int>(san::Syscall(SYS_close_range, a, b, f));
   };
-  // A vfork child closes its own copies, ours too; what they belong to is its parent's (runtime.h).
+  const int high = san::HighFdBase();
+  // A vfork child closes its own copies; what they belong to is its parent's (runtime.h). Ours
+  // stay in its table until its exec closes them, as its close() leaves them (socket_ops.cc).
+  const bool vfork_child = san::Runtime::InVforkChild();
   if (!san::Runtime::IfCreated() || (flags & CLOSE_RANGE_CLOEXEC) || first > last ||
-      san::Runtime::InVforkChild()) {
+      (vfork_child && (high <= 0 || (flags & ~CLOSE_RANGE_UNSHARE)))) {
     return kernel(first, last, flags);
   }
   if (flags & ~CLOSE_RANGE_UNSHARE) {
@@ -54,17 +57,10 @@ int CloseRange(unsigned first, unsigned last, int flags) {
     return -1;
   }
   if ((flags & CLOSE_RANGE_UNSHARE) && san::Syscall(SYS_unshare, CLONE_FILES) != 0) return -1;
-  const int high = san::HighFdBase();
   const unsigned top = high > 0 ? std::min(last, static_cast<unsigned>(high) - 1) : last;
   if (first > top) return 0;  // only our region: nothing of the program's to close
-  std::vector<int> fds;
-  if (!san::OpenFds(first, top, &fds)) {
-    // No /proc: SAN sockets the proper way, then the kernel's call below our region, around the
-    // few of ours from 1,024 up.
-    san::Runtime::Get().table().ForEachNumber([&](int fd, san::SanSocket*) {
-      if (fd >= static_cast<int>(first) && fd <= static_cast<int>(top)) fds.push_back(fd);
-    });
-    for (int fd : fds) san::Close(fd);
+  // The kernel's call below our region, around the few of ours from 1,024 up.
+  auto close_around_ours = [&]() {
     unsigned from = first;
     for (int fd : san::PlacedLowIn(static_cast<int>(std::min<unsigned>(first, INT_MAX)),
                                    static_cast<int>(std::min<unsigned>(top, INT_MAX)))) {
@@ -72,6 +68,16 @@ int CloseRange(unsigned first, unsigned last, int flags) {
       from = static_cast<unsigned>(fd) + 1;
     }
     return from <= top ? kernel(from, top, 0) : 0;
+  };
+  if (vfork_child) return close_around_ours();
+  std::vector<int> fds;
+  if (!san::OpenFds(first, top, &fds)) {
+    // No /proc: SAN sockets the proper way, then the rest.
+    san::Runtime::Get().table().ForEachNumber([&](int fd, san::SanSocket*) {
+      if (fd >= static_cast<int>(first) && fd <= static_cast<int>(top)) fds.push_back(fd);
+    });
+    for (int fd : fds) san::Close(fd);
+    return close_around_ours();
   }
   for (int fd : fds) {
     if (san::IsPlacedLow(fd)) continue;  // ours, not the program's

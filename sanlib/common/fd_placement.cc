@@ -137,6 +137,11 @@ bool IsPlacedLow(int fd) {
   return false;
 }
 
+bool InOwnPlace(int fd) {
+  const int high = HighBase();
+  return (high > 0 && fd >= high) || IsPlacedLow(fd);
+}
+
 std::vector<int> PlacedLowIn(int first, int last) {
   std::vector<int> fds;
   for (const LowSlot& slot : g_low_slots) {

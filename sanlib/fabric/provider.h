@@ -239,6 +239,16 @@ class Endpoint {
   // reports: which fabric a socket's channel runs on.
   virtual const char* provider_name() const = 0;
   virtual ProviderKind provider_kind() const = 0;
+  // The pid of the process at the other end when the connection was set up (shm: SO_PEERCRED on
+  // the rendezvous), 0 where unknown. It may have handed the connection on since. Cheap.
+  virtual int32_t peer_process() const { return 0; }
+  // Appends the fds this endpoint's calls use (shm: segment, doorbells, rendezvous, the epoll set
+  // behind notify_fd), so a caller can check that a process still holds all of them; returns
+  // false where the provider cannot list them (its calls then touch more than fds).
+  virtual bool ListFds(std::vector<int>* out) const {
+    (void)out;
+    return false;
+  }
 
   // ---- Single copy (kCapSingleCopy; every method has a "not supported" default) ----------------
   // A receiver exposes one window (the application's buffer) while it waits; the peer, holding

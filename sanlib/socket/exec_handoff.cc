@@ -1,6 +1,7 @@
 #include "sanlib/socket/exec_handoff.h"
 
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
 #include "sanlib/common/open_fds.h"
+#include "sanlib/common/raw_syscall.h"
 #include "sanlib/socket/exec_image.h"
 #include "sanlib/socket/fork_holders.h"
 #include "sanlib/socket/late_fork.h"
@@ -86,7 +89,7 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
   std::unique_ptr<ExecHandoff> h(new ExecHandoff());
   h->vfork_child_ = rt->pid() != getpid();
   if (h->vfork_child_) {
-    h->SwapInVforkChild(*rt);
+    h->HandOffInVforkChild(*rt);
     return h->swapped_.empty() ? nullptr : std::move(h);
   }
   h->pin_ = rt->table().Pin();
@@ -172,7 +175,8 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
     }
   }
   for (auto& [s, numbers] : to_tcp) {
-    Status st = FinishMoveToTcp(*s, move_deadline, "an exec into a program without sanlib");
+    Status st =
+        FinishMoveToTcp(*s, s->fd.load(), move_deadline, "an exec into a program without sanlib");
     if (st.ok() || numbers.empty()) continue;
     // MOVE went but the move did not complete: the connection is lost (our side is failed; the
     // peer reads what it had, then ECONNRESET), and the new image gets reset sockets.
@@ -249,10 +253,40 @@ bool ExecHandoff::Move(SanSocket& s, std::vector<int> numbers, bool close_on_arr
   return true;
 }
 
-void ExecHandoff::SwapInVforkChild(Runtime& rt) {
+namespace {
+
+// Why a vfork child cannot move the parent's connection `s` to TCP, or nullptr if it can. It runs
+// the move on the parent's socket through its own fd table, which must still hold every fd the
+// endpoint uses (the same files as the parent's: kcmp), and it cannot probe a fork-holder pipe
+// (fork_holders.h: the probe would change the parent's fds) nor answer a MOVE the parent's other
+// end of the connection would have to answer.
+const char* WhyVforkChildCannotMove(Runtime& rt, SanSocket& s) {
+  if (!MayHandOn(s)) return "another thread is asleep on it";
+  if (s.fork_shared.load(std::memory_order_relaxed) || s.holders_lost) return "a fork shared it";
+  fabric::Endpoint& endpoint = s.stream->endpoint();
+  const int32_t peer = endpoint.peer_process();
+  if (peer == 0 || peer == rt.pid()) return "its other end may be in this process";
+  std::vector<int> fds;
+  if (endpoint.provider_kind() != fabric::ProviderKind::kShm || !endpoint.ListFds(&fds)) {
+    return "it is not on shm";
+  }
+  const pid_t self = getpid();
+  for (int fd : fds) {
+    if (Syscall(SYS_kcmp, self, rt.pid(), KCMP_FILE, fd, fd) != 0) {
+      return "the child closed or replaced an fd sanlib moves it with";
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
+  // Pinned while we look and move, released before the exec: the lock is the parent's.
+  auto pin = rt.table().Pin();
   // The kernel sockets of the parent's SAN connections, by inode: learned by the sweep, or read
   // from the parent's fd of the same number (this child's may have changed).
-  std::vector<ino_t> connections;
+  std::vector<std::pair<ino_t, SanSocket*>> connections;
   rt.table().ForEachNumber([&](int fd, SanSocket* s) {
     if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
     ino_t ino = s->kernel_ino.load();
@@ -262,23 +296,45 @@ void ExecHandoff::SwapInVforkChild(Runtime& rt) {
       snprintf(path, sizeof path, "/proc/%d/fd/%d", rt.pid(), fd);
       if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) ino = st.st_ino;
     }
-    if (ino != 0) connections.push_back(ino);
+    if (ino != 0) connections.emplace_back(ino, s);
   });
   if (connections.empty()) return;
   std::vector<int> open;
   const int high = HighFdBase();
   if (!OpenFds(0, high > 0 ? static_cast<unsigned>(high) - 1 : ~0u, &open)) return;
+  // This child's inherited numbers of each connection.
+  std::map<SanSocket*, std::vector<int>> inherited;
   for (int fd : open) {
     struct stat st {};
-    if (kernel::CloseOnExec(fd) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-        std::find(connections.begin(), connections.end(), st.st_ino) == connections.end()) {
+    if (kernel::CloseOnExec(fd) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    for (const auto& [ino, s] : connections) {
+      if (ino == st.st_ino) inherited[s].push_back(fd);
+    }
+  }
+  // Each one moves to its kernel socket on both ends, which the new image and the parent then
+  // share as they would a kernel TCP connection: MOVE to all first, then the answers together.
+  const uint64_t deadline = NowNs() + uint64_t{kMoveWaitMs} * 1000000;
+  std::vector<std::pair<SanSocket*, std::vector<int>>> to_tcp;
+  for (auto& [s, numbers] : inherited) {
+    const char* why = WhyVforkChildCannotMove(rt, *s);
+    Status st = why ? Status::Ok() : StartMoveToTcp(*s, deadline);
+    if (!why && st.ok()) {
+      to_tcp.emplace_back(s, std::move(numbers));
       continue;
     }
     SAN_LOG_INFO(
-        "exec: fd %d's SAN connection cannot follow into the new image (vfork child); "
+        "exec: fd %d's SAN connection cannot follow into the new image (vfork child: %s); "
         "it gets a reset socket",
-        fd);
-    Swap(fd);
+        numbers.front(), why ? why : st.ToString().c_str());
+    for (int n : numbers) Swap(n);
+  }
+  for (auto& [s, numbers] : to_tcp) {
+    Status st = FinishMoveToTcp(*s, numbers.front(), deadline, "a vfork child's exec inherited it");
+    if (st.ok()) continue;
+    // MOVE went but the move did not complete: the connection is lost, as in Prepare.
+    SAN_LOG_WARN("exec: fd %d: the SAN connection could not move to kernel TCP: %s; it is reset",
+                 numbers.front(), st.ToString().c_str());
+    for (int n : numbers) Swap(n);
   }
 }
 

@@ -23,7 +23,7 @@
 //               to its kernel socket on both ends (tcp_move.h): MOVE is posted on every such
 //               connection first, then the peers' MOVED are awaited together (kMoveWaitMs), and
 //               the new image finds a plain TCP connection at the agreed offsets.
-//   placeholder otherwise (another holder, another thread asleep on it, vfork, a peer that did not
+//   placeholder otherwise (another holder, another thread asleep on it, a peer that did not
 //               answer the move, both ends ours): each inherited number is swapped, for the exec
 //               only, for a TCP socket whose connection was reset: the new image reads ECONNRESET
 //               (then EOF) and writes get EPIPE -- never a silent TCP connection nobody reads. The
@@ -40,12 +40,18 @@
 // carry on as if exec had not been called. Export does not disturb the stream (it copies), so
 // nothing is lost either way.
 //
-// vfork(): a vfork child runs in its parent's memory, so it must change nothing the parent will
-// find (Runtime::pid() tells): it only swaps placeholders into its own fd table -- at each of its
-// inherited numbers that names one of the parent's SAN connections, found by the kernel socket's
-// identity, not by the table's numbers: the child's own closes, dup2s and dups went to the kernel
-// alone (Runtime::InVforkChild), so the table no longer describes its fd table (Python's
-// subprocess closes every fd but the ones it keeps, and dup2s a connection given as stdin to 0).
+// vfork(): a vfork child runs in its parent's memory with its own fd table (Python's subprocess:
+// it closes every fd but the ones it keeps and dup2s a connection given as stdin to 0; those calls
+// went to the kernel alone, Runtime::InVforkChild, and left sanlib's own close-on-exec fds open
+// for this). Its inherited numbers that name one of the parent's SAN connections are found by the
+// kernel socket's identity, not by the table's numbers. Each such connection moves to its kernel
+// socket on both ends, run from the child on the parent's socket (the same memory) through the
+// child's number, so the parent and the new image share a kernel TCP connection, as they would
+// without sanlib. Where the child cannot run the move (WhyVforkChildCannotMove: another thread
+// asleep on it, a fork shared it, its other end may be ours, it is not on shm, the child closed an
+// fd the move needs) its numbers get the placeholder as above, and the parent's connection carries
+// on over SAN. Nothing else of the parent's changes, and the table's lock is released before the
+// exec (the parent takes it again).
 //
 // Thread-safety: Prepare/Abandon run on the exec'ing thread; the table is pinned meanwhile (a
 // close() on another thread waits). Another thread still sending on a connection that moves after
@@ -102,7 +108,7 @@ class ExecHandoff {
   bool CheckSole(SanSocket& s, int wait_ms);
   void Swap(int number);
   // A vfork child's whole hand-off (above).
-  void SwapInVforkChild(Runtime& rt);
+  void HandOffInVforkChild(Runtime& rt);
   bool Move(SanSocket& s, std::vector<int> numbers, bool close_on_arrival);
   bool WriteMemfd(const std::vector<std::byte>& bytes);
 

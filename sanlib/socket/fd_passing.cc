@@ -67,7 +67,7 @@ void PrepareToPass(const int* fds, size_t count, const char* via) {
     }
   }
   for (const auto& [fd, s] : started) {
-    Status st = FinishMoveToTcp(*s, deadline, moved.c_str());
+    Status st = FinishMoveToTcp(*s, s->fd.load(), deadline, moved.c_str());
     if (st.ok()) {
       SAN_LOG_INFO("fd %d passed to another process (%s): moved to kernel TCP", fd, via);
     } else {

@@ -55,6 +55,9 @@ bool MayHandOn(const SanSocket& s) {
 }
 
 void HoldAcrossFork(SanSocket* s) {
+  if (s->stream && !s->fork_shared.load(std::memory_order_relaxed)) {
+    s->fork_shared.store(true, std::memory_order_relaxed);  // no write when set: fork's COW pages
+  }
   if (!s->stream || s->holders_write.valid() || s->holders_lost) return;
   if (!MakeHoldersPipe(*s)) {
     SAN_LOG_WARN("fd %d: no fork-holder pipe at fork (%s); its holders are counted instead",

@@ -20,10 +20,10 @@
 // thread using `s`'s holders pipe (it blocks SIGPIPE on its own thread for the probe).
 //
 // HoldAcrossFork: the fork prepare handler's visit of each socket (runtime.cc, under the socket
-// table's exclusive lock unless the process is alone): a SAN connection without a pipe (moved to
-// shm after it connected, socket_ops.cc Settle) gets one now, before the fork copies it, so both
-// processes hold its ends; if none can be made (no fd left) the holders are counted instead
-// (proto::Stream users) and the connection is never handed on.
+// table's exclusive lock unless the process is alone): marks a SAN connection `fork_shared`; one
+// without a pipe (moved to shm after it connected, socket_ops.cc Settle) gets one now, before the
+// fork copies it, so both processes hold its ends; if none can be made (no fd left) the holders
+// are counted instead (proto::Stream users) and the connection is never handed on.
 #pragma once
 
 #include "sanlib/socket/san_socket.h"

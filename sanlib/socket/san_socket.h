@@ -84,6 +84,9 @@ struct SanSocket {
   UniqueFd holders_write;
   bool holders_lost = false;
   bool holders_counted = false;  // counted in the fd budget (fd_budget.h CountHoldersPipes)
+  // A fork copied it (HoldAcrossFork), maybe long ago: a vfork child, which cannot probe the pipe
+  // without changing its parent's fds, takes it as held by others for good (exec_handoff.h).
+  std::atomic<bool> fork_shared{false};
   // A kernel-TCP connection that may still move to shm (late_upgrade.h); set once, right after
   // it settles as kTcp. `late_made` is stored (release) once it is: a thread that did not call in
   // through the socket (sanstat's report) reads `late` only after seeing it.

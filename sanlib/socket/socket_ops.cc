@@ -585,7 +585,12 @@ void SweepGhosts() {
 }
 
 int Close(int fd) {
-  if (Runtime::InVforkChild()) return kernel::close(fd);  // its own copy; the rest is the parent's
+  // A vfork child closes its own copy; the socket and the table are its parent's. sanlib's own fds
+  // stay in its table until its exec closes them (close-on-exec: nothing the new image can see):
+  // the exec hand-off moves a connection the child keeps through them (exec_handoff.h).
+  if (Runtime::InVforkChild()) {
+    return InOwnPlace(fd) && kernel::CloseOnExec(fd) ? 0 : kernel::close(fd);
+  }
   Runtime::CheckMissedFork();
   Release(fd);
   EpollClosed(fd);

@@ -69,7 +69,7 @@ Status StartMoveToTcp(SanSocket& s, uint64_t deadline_ns) {
   }
 }
 
-Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why) {
+Status FinishMoveToTcp(SanSocket& s, int kernel_fd, uint64_t deadline_ns, const char* why) {
   proto::Stream& stream = *s.stream;
   Status st = AwaitMoved(stream, deadline_ns);
   if (st.ok()) {
@@ -78,7 +78,7 @@ Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why) {
     header.returned = handover.returned.size();
     std::byte bytes[proto::MoveHeader::kSize];
     proto::EncodeMoveHeader(header, bytes);
-    const int fd = s.fd.load();
+    const int fd = kernel_fd;
     st = SendAll(fd, bytes, sizeof bytes, deadline_ns);
     if (st.ok()) st = SendAll(fd, handover.returned.data(), handover.returned.size(), deadline_ns);
     if (st.ok()) st = SendAll(fd, handover.unsent.data(), handover.unsent.size(), deadline_ns);
@@ -89,7 +89,7 @@ Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why) {
     return st;
   }
   Runtime::Get().closer().Forget(&stream);
-  if (s.read_shut.load()) kernel::shutdown(s.fd.load(), SHUT_RD);
+  if (s.read_shut.load()) kernel::shutdown(kernel_fd, SHUT_RD);
   // The stream stays with the socket (spent) until it is closed, as on the peer's side: a failed
   // exec may find the socket in an epoll set, whose look at it goes through the stream.
   TurnTcp(s, (std::string("moved to kernel TCP: ") + why).c_str());
@@ -98,7 +98,7 @@ Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why) {
 
 Status MoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why) {
   Status st = StartMoveToTcp(s, deadline_ns);
-  return st.ok() ? FinishMoveToTcp(s, deadline_ns, why) : st;
+  return st.ok() ? FinishMoveToTcp(s, s.fd.load(), deadline_ns, why) : st;
 }
 
 Status AdvanceMoved(SanSocket& s) {

@@ -31,9 +31,11 @@ constexpr int kMoveWaitMs = 1000;
 // go on using it over SAN (ExecHandoff gives the new image a reset socket).
 Status MoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why);
 // MoveToTcp in two halves, so that a process moving several connections waits for all their
-// peers at once: Start posts MOVE (nothing has changed if it fails), Finish does the rest.
+// peers at once: Start posts MOVE (nothing has changed if it fails), Finish does the rest, through
+// `kernel_fd`, the number this process holds the kernel socket under (s.fd, except in a vfork
+// child, whose fd table is its own: exec_handoff.h).
 Status StartMoveToTcp(SanSocket& s, uint64_t deadline_ns);
-Status FinishMoveToTcp(SanSocket& s, uint64_t deadline_ns, const char* why);
+Status FinishMoveToTcp(SanSocket& s, int kernel_fd, uint64_t deadline_ns, const char* why);
 
 // The peer's half, for a socket whose stream reports Moved(). Ok: the kernel socket carries what
 // follows. EAGAIN: the relay waits for the kernel socket (readable, or writable). Otherwise the

@@ -372,9 +372,8 @@ TEST(ExecTest, CloseOnExecSocketEndsWithEof) {
 // layer, and once changed sanlib's state under the parent: the child's close of the connection
 // unmapped the parent's segment and sent our end a FIN, and the connection was reset (any python
 // program under sanrun that ran a command in the middle of a connection). Now they are the
-// kernel's alone (Runtime::InVforkChild): the parent's connection carries on over shm, byte-exact;
-// a child given the connection as its stdin gets a reset socket (exec_handoff.h), never a silent
-// kernel socket it would wait on forever (cat, under a 20 s timeout here).
+// kernel's alone (Runtime::InVforkChild): a child that does not inherit the connection leaves it
+// on shm, byte-exact.
 TEST(ExecTest, PythonSubprocessInTheMiddleOfAConnectionLeavesItWhole) {
   if (!Installed("python3")) GTEST_SKIP() << "python3 not installed";
   Listener listener;
@@ -390,10 +389,7 @@ TEST(ExecTest, PythonSubprocessInTheMiddleOfAConnectionLeavesItWhole) {
       "    if n >= 1 << 19 and not spawned:\n"
       "        spawned = True\n"
       "        subprocess.run(['/bin/true'], check=True)\n"
-      "        subprocess.run(['/bin/true'], pass_fds=(c.fileno(),), check=True)\n"
-      "        r = subprocess.run(['/bin/cat'], stdin=c, stdout=subprocess.DEVNULL,\n"
-      "                           stderr=subprocess.DEVNULL, timeout=20)\n"
-      "        if r.returncode == 0: sys.exit(3)\n"
+      "        subprocess.run(['/bin/cat'], stdin=subprocess.DEVNULL, check=True)\n"
       "c.close()\n";
   Spawned client(PythonConnected(listener.port(), "c", script), {"SAN_REPORT=" + report},
                  TempPath("vfork.log"));
@@ -464,6 +460,56 @@ TEST(ExecTest, PythonOsPosixSpawnChildServesTheConnection) {
       "pid = os.posix_spawn('/bin/cat', ['cat'], os.environ, file_actions=[\n"
       "    (os.POSIX_SPAWN_DUP2, c.fileno(), 0), (os.POSIX_SPAWN_DUP2, c.fileno(), 1)])\n"
       "rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n");
+}
+
+// A vfork child given the connection (subprocess's stdin and stdout, dup2'd to 0 and 1): from the
+// child, before its exec, the parent's connection moves to kernel TCP on both ends, and cat serves
+// it as it would a kernel connection. Before, cat got a reset socket and our end ECONNRESET.
+TEST(ExecTest, PythonSubprocessChildServesTheConnection) {
+  ExpectSpawnedCatServesTheRest(
+      "subprocess", "rc = subprocess.run(['/bin/cat'], stdin=c, stdout=c).returncode\n");
+}
+
+// A vfork child that keeps the connection at its own number (pass_fds) and only exits: the
+// connection moved to kernel TCP for it, and the parent carries on over TCP, byte-exact.
+TEST(ExecTest, PythonSubprocessKeepingTheConnectionLeavesTheParentOnTcp) {
+  ExpectSpawnedCatServesTheRest(
+      "pass_fds",
+      "subprocess.run(['/bin/true'], pass_fds=(c.fileno(),), check=True)\n"
+      "while d := c.recv(65536): c.sendall(d)\n"
+      "rc = 0\n");
+}
+
+// Where the vfork child cannot move the connection (a fork shares it: the child cannot count its
+// holders), cat gets a reset socket, never a kernel socket nobody writes to, and the parent's
+// connection carries on over shm.
+TEST(ExecTest, PythonSubprocessOfAForkSharedConnectionGetsAResetSocket) {
+  if (!Installed("python3")) GTEST_SKIP() << "python3 not installed";
+  Listener listener;
+  const std::string script =
+      "r, w = os.pipe()\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "    os.close(w); os.read(r, 1); os._exit(0)\n"
+      "os.close(r)\n"
+      "p = subprocess.run(['/bin/cat'], stdin=c, stdout=subprocess.DEVNULL,\n"
+      "                   stderr=subprocess.DEVNULL, timeout=20)\n"
+      "os.close(w); os.waitpid(pid, 0)\n"
+      "if p.returncode == 0: sys.exit(3)\n"
+      "while d := c.recv(65536): c.sendall(d)\n"
+      "c.close()\n";
+  Spawned client(PythonConnected(listener.port(), "c", script), {}, TempPath("vforkshared.log"));
+  const int fd = listener.Accept();
+  ASSERT_GE(fd, 0) << client.Output();
+  ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  ExpectEcho(fd, Pattern(1u << 18, 3));
+  EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
+  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
+  EXPECT_EQ(err, 0) << "expected python's EOF: " << strerror(err);
+  close(fd);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
 }
 
 // The same in an asyncio program (both ends of the connection in it, its event loop on epoll): the

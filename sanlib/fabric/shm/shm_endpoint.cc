@@ -470,6 +470,14 @@ Status ShmEndpoint::Reject(int error) {
 
 void ShmEndpoint::Disconnect() { Break(ECONNRESET); }
 
+bool ShmEndpoint::ListFds(std::vector<int>* out) const {
+  for (int fd : {parts_.segment.fd(), parts_.own_doorbell.get(), parts_.peer_doorbell.get(),
+                 parts_.rendezvous.get(), epoll_.get()}) {
+    if (fd >= 0) out->push_back(fd);
+  }
+  return true;
+}
+
 bool ShmEndpoint::broken() const {
   if (local_->broken_reason.load(std::memory_order_relaxed) != 0) return true;
   if (peer_->gone.load(std::memory_order_relaxed) != 0) {

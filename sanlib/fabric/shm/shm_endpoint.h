@@ -76,6 +76,8 @@ class ShmEndpoint final : public Endpoint {
   uint32_t mtu() const override { return parts_.mtu; }
   const char* provider_name() const override { return "shm"; }
   ProviderKind provider_kind() const override { return ProviderKind::kShm; }
+  int32_t peer_process() const override { return parts_.peer_pid; }
+  bool ListFds(std::vector<int>* out) const override;
   // Single copy (shm_window.cc): process_vm_writev into the peer's exposed window.
   bool CanWriteWindows() override;
   bool CanExposeWindows() const override;
