@@ -28,6 +28,7 @@
 #include "compat/managed.h"
 #include "compat/real_calls.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/open_fds.h"
 #include "sanlib/common/raw_syscall.h"
 #include "sanlib/socket/runtime.h"
@@ -58,7 +59,6 @@ int CloseRange(unsigned first, unsigned last, int flags) {
   }
   if ((flags & CLOSE_RANGE_UNSHARE) && san::Syscall(SYS_unshare, CLONE_FILES) != 0) return -1;
   const unsigned top = high > 0 ? std::min(last, static_cast<unsigned>(high) - 1) : last;
-  if (first > top) return 0;  // only our region: nothing of the program's to close
   // The kernel's call below our region, around the few of ours from 1,024 up.
   auto close_around_ours = [&]() {
     unsigned from = first;
@@ -69,7 +69,21 @@ int CloseRange(unsigned first, unsigned last, int flags) {
     }
     return from <= top ? kernel(from, top, 0) : 0;
   };
-  if (vfork_child) return close_around_ours();
+  if (vfork_child) {
+    // In our region only what its exec closes anyway stays (ours are all close-on-exec): an
+    // inheritable fd of the program's up there is closed as asked.
+    std::vector<int> up;
+    if (last >= static_cast<unsigned>(high)) {
+      san::OpenFds(std::max(first, static_cast<unsigned>(high)), last, &up);
+    }
+    const int rc = first <= top ? close_around_ours() : 0;
+    for (int fd : up) {
+      if (!san::kernel::CloseOnExec(fd))
+        kernel(static_cast<unsigned>(fd), static_cast<unsigned>(fd), 0);
+    }
+    return rc;
+  }
+  if (first > top) return 0;  // only our region: nothing of the program's to close
   std::vector<int> fds;
   if (!san::OpenFds(first, top, &fds)) {
     // No /proc: SAN sockets the proper way, then the rest.

@@ -14,6 +14,7 @@
 
 #include "sanlib/common/fd_placement.h"
 #include "sanlib/common/kernel.h"
+#include "sanlib/common/this_pid.h"
 
 namespace san {
 namespace {
@@ -81,6 +82,10 @@ LogSink ChooseLogSink(const std::string& log_file, int fd2) {
 
 void WriteLogLine(const std::string& log_file, LogLevel level, const char* line, size_t len) {
   LogSink sink = ChooseLogSink(log_file, STDERR_FILENO);
+  // A vfork child shares the process's memory but not its fds: a sink it opened (the file's,
+  // syslog's socket) would be recorded for the parent, which would then write to a number of its
+  // own. Its lines go to its fd 2 or nowhere.
+  if (sink != LogSink::kFd2 && KernelPid() != ThisPid()) return;
   int fd = STDERR_FILENO;
   if (sink == LogSink::kFile) {
     fd = LogFileFd(log_file);

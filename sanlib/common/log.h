@@ -3,7 +3,9 @@
 // Where a line goes (SAN_LOG_FILE): a file to append to, "stderr", "syslog" (facility daemon,
 // ident "sanlib") or "none". Unset: fd 2, unless fd 2 is a network socket -- under inetd and in
 // vsftpd's sessions it is the client's connection, where a line of ours would be read as the
-// server's output -- and then syslog. A file that cannot be opened falls back to that rule.
+// server's output -- and then syslog. A file that cannot be opened falls back to that rule. A
+// vfork child (its parent's memory, its own fds) writes only to its fd 2: lines for a file or
+// syslog are dropped there.
 //
 // Thread-safe (each line is one write(2) or one syslog(3)). Safe to call from the close and
 // connection threads; not async-signal-safe (sanlib installs no signal handlers).

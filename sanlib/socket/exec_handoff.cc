@@ -286,9 +286,13 @@ void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
   auto pin = rt.table().Pin();
   // The kernel sockets of the parent's SAN connections, by inode: learned by the sweep, or read
   // from the parent's fd of the same number (this child's may have changed).
+  // The scan below stops at our region: a connection numbered up there is looked at by number.
+  const int high = HighFdBase();
   std::vector<std::pair<ino_t, SanSocket*>> connections;
+  std::vector<int> high_numbers;
   rt.table().ForEachNumber([&](int fd, SanSocket* s) {
     if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
+    if (high > 0 && fd >= high) high_numbers.push_back(fd);
     ino_t ino = s->kernel_ino.load();
     if (ino == 0) {
       char path[64];
@@ -300,8 +304,8 @@ void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
   });
   if (connections.empty()) return;
   std::vector<int> open;
-  const int high = HighFdBase();
   if (!OpenFds(0, high > 0 ? static_cast<unsigned>(high) - 1 : ~0u, &open)) return;
+  open.insert(open.end(), high_numbers.begin(), high_numbers.end());
   // This child's inherited numbers of each connection.
   std::map<SanSocket*, std::vector<int>> inherited;
   for (int fd : open) {

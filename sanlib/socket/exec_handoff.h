@@ -51,7 +51,8 @@
 // asleep on it, a fork shared it, its other end may be ours, it is not on shm, the child closed an
 // fd the move needs) its numbers get the placeholder as above, and the parent's connection carries
 // on over SAN. Nothing else of the parent's changes, and the table's lock is released before the
-// exec (the parent takes it again).
+// exec (the parent takes it again). As for any mover, a peer that does not answer the move in
+// kMoveWaitMs loses the connection, here the parent's too (docs/compat.md lists the gaps).
 //
 // Thread-safety: Prepare/Abandon run on the exec'ing thread; the table is pinned meanwhile (a
 // close() on another thread waits). Another thread still sending on a connection that moves after

@@ -127,6 +127,8 @@ void Runtime::AdoptMissedFork() {
   connections_.LockAfterMissedFork();
   closer_.LockAfterMissedFork();
   AfterForkChild();
+  // Its parent may still hold them (and cannot know it does): never handed on from a vfork child.
+  table_.ForEach([](SanSocket* s) { s->fork_shared.store(true, std::memory_order_relaxed); });
   SAN_LOG_INFO("a child made without fork() (raw clone): sanlib's process state adopted");
 }
 

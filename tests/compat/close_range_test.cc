@@ -19,6 +19,7 @@
 
 #include "compat/pair.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/open_fds.h"
 
 namespace san::testing_support {
 namespace {
@@ -116,6 +117,48 @@ TEST_P(CloseRange, KeepsSanlibsLowFdsAndClosesTheProgramsAmongThem) {
       << "exit " << WEXITSTATUS(status) << " (9: fewer than 2 low fds, 12: the program's fd "
       << "kept, 13: a number the program took from us kept, 14: sanlib's closed, 15: fds below "
       << "the range closed)";
+}
+
+// A vfork child (Python's subprocess) closes what it does not keep with close_range(3, ~0U, 0)
+// before its exec. sanlib's own fds in the high region stay in its table (close-on-exec: its exec
+// closes them; exec_handoff.h moves a connection it keeps through them), but a program's fd up
+// there that is not close-on-exec is closed as asked, and so is everything below.
+TEST(CloseRangeVfork, ClosesTheProgramsFdsAndKeepsOursUntilTheExec) {
+  const int high = HighFdBase();
+  if (high <= 0) GTEST_SKIP() << "RLIMIT_NOFILE leaves no region for sanlib's fds";
+  TcpPair pair;
+  MakePair(true, &pair);  // a SAN connection: its segment and doorbells are ours, up there
+  std::vector<int> ours;
+  ASSERT_TRUE(OpenFds(static_cast<unsigned>(high), ~0u, &ours));
+  ASSERT_FALSE(ours.empty()) << "no fd of sanlib's in its region";
+  int app_pipe[2];
+  ASSERT_EQ(pipe(app_pipe), 0);
+  const int app_high = fcntl(app_pipe[0], F_DUPFD, ours.back() + 1);  // inheritable, up there
+  ASSERT_GT(app_high, ours.back()) << strerror(errno);
+  const pid_t child = vfork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (close_range(3, ~0U, 0) != 0) _exit(11);
+    if (fcntl(app_pipe[0], F_GETFD) != -1 || fcntl(app_high, F_GETFD) != -1) _exit(12);
+    for (int fd : ours) {
+      if (fcntl(fd, F_GETFD) == -1) _exit(13);
+    }
+    _exit(0);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "exit " << WEXITSTATUS(status) << " (12: a program's fd kept, 13: sanlib's closed)";
+  // The parent's fds and connection are untouched.
+  EXPECT_NE(fcntl(app_high, F_GETFD), -1);
+  const char byte = 'x';
+  char got = 0;
+  ASSERT_EQ(write(pair.client, &byte, 1), 1);
+  ASSERT_EQ(read(pair.server, &got, 1), 1);
+  EXPECT_EQ(got, 'x');
+  close(app_high);
+  close(app_pipe[0]);
+  close(app_pipe[1]);
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
