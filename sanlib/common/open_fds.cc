@@ -16,7 +16,8 @@ bool OpenFds(unsigned first, unsigned last, std::vector<int>* out) {
       Syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir < 0) return false;
   alignas(8) char buf[4096];
-  for (;;) {
+  bool past_last = false;
+  while (!past_last) {
     const long n = Syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (n <= 0) break;
     for (long at = 0; at < n;) {
@@ -25,9 +26,11 @@ bool OpenFds(unsigned first, unsigned last, std::vector<int>* out) {
       char* end = nullptr;
       const long fd = strtol(d->d_name, &end, 10);
       if (end == d->d_name || *end != '\0' || fd == dir) continue;
-      if (fd >= static_cast<long>(first) && fd <= static_cast<long>(last)) {
-        out->push_back(static_cast<int>(fd));
+      if (fd > static_cast<long>(last)) {
+        past_last = true;
+        break;
       }
+      if (fd >= static_cast<long>(first)) out->push_back(static_cast<int>(fd));
     }
   }
   Syscall(SYS_close, dir);

@@ -282,39 +282,61 @@ const char* WhyVforkChildCannotMove(Runtime& rt, SanSocket& s) {
 }  // namespace
 
 void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
-  // Pinned while we look and move, released before the exec: the lock is the parent's.
-  auto pin = rt.table().Pin();
-  // The kernel sockets of the parent's SAN connections, by inode: learned by the sweep, or read
-  // from the parent's fd of the same number (this child's may have changed).
-  // The scan below stops at our region: a connection numbered up there is looked at by number.
+  // This child's inherited sockets first (few: what it put on 0-2 and kept), so that a child that
+  // inherits none -- most -- looks at none of the parent's connections. The scan stops at our
+  // region: a connection numbered up there is looked at by number below.
   const int high = HighFdBase();
-  std::vector<std::pair<ino_t, SanSocket*>> connections;
-  std::vector<int> high_numbers;
-  rt.table().ForEachNumber([&](int fd, SanSocket* s) {
-    if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
-    if (high > 0 && fd >= high) high_numbers.push_back(fd);
-    ino_t ino = s->kernel_ino.load();
-    if (ino == 0) {
-      char path[64];
-      struct stat st {};
-      snprintf(path, sizeof path, "/proc/%d/fd/%d", rt.pid(), fd);
-      if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) ino = st.st_ino;
-    }
-    if (ino != 0) connections.emplace_back(ino, s);
-  });
-  if (connections.empty()) return;
   std::vector<int> open;
   if (!OpenFds(0, high > 0 ? static_cast<unsigned>(high) - 1 : ~0u, &open)) return;
-  open.insert(open.end(), high_numbers.begin(), high_numbers.end());
-  // This child's inherited numbers of each connection.
-  std::map<SanSocket*, std::vector<int>> inherited;
-  for (int fd : open) {
+  struct Inherited {
+    int number;
+    ino_t ino;
+  };
+  std::vector<Inherited> sockets;
+  auto note_if_inherited = [&](int fd) {
     struct stat st {};
-    if (kernel::CloseOnExec(fd) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    for (const auto& [ino, s] : connections) {
-      if (ino == st.st_ino) inherited[s].push_back(fd);
+    if (!kernel::CloseOnExec(fd) && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+      sockets.push_back({fd, st.st_ino});
     }
+  };
+  for (int fd : open) note_if_inherited(fd);
+  // Pinned while we look and move, released before the exec: the lock is the parent's.
+  auto pin = rt.table().Pin();
+  if (high > 0) {
+    rt.table().ForEachNumber([&](int fd, SanSocket*) {
+      if (fd >= high) note_if_inherited(fd);
+    });
   }
+  if (sockets.empty()) return;
+  // Which of the parent's connections each one is: the kernel socket's inode where the sweep
+  // learned it, else the same file as the parent's number (kcmp), else the inode read from the
+  // parent's fd of that number (kcmp refused).
+  std::map<SanSocket*, std::vector<int>> inherited;
+  const pid_t self = getpid();
+  rt.table().ForEachNumber([&](int fd, SanSocket* s) {
+    if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
+    ino_t ino = s->kernel_ino.load();
+    for (const Inherited& i : sockets) {
+      bool same = ino != 0 && ino == i.ino;
+      if (ino == 0) {
+        const long order = Syscall(SYS_kcmp, self, rt.pid(), KCMP_FILE, i.number, fd);
+        if (order < 0) {
+          char path[64];
+          struct stat st {};
+          snprintf(path, sizeof path, "/proc/%d/fd/%d", rt.pid(), fd);
+          if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) ino = st.st_ino;
+          same = ino != 0 && ino == i.ino;
+        } else {
+          same = order == 0;
+        }
+      }
+      if (!same) continue;
+      std::vector<int>& numbers = inherited[s];
+      if (std::find(numbers.begin(), numbers.end(), i.number) == numbers.end()) {
+        numbers.push_back(i.number);
+      }
+    }
+  });
   // Each one moves to its kernel socket on both ends, which the new image and the parent then
   // share as they would a kernel TCP connection: MOVE to all first, then the answers together.
   const uint64_t deadline = NowNs() + uint64_t{kMoveWaitMs} * 1000000;

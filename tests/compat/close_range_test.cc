@@ -121,8 +121,9 @@ TEST_P(CloseRange, KeepsSanlibsLowFdsAndClosesTheProgramsAmongThem) {
 
 // A vfork child (Python's subprocess) closes what it does not keep with close_range(3, ~0U, 0)
 // before its exec. sanlib's own fds in the high region stay in its table (close-on-exec: its exec
-// closes them; exec_handoff.h moves a connection it keeps through them), but a program's fd up
-// there that is not close-on-exec is closed as asked, and so is everything below.
+// closes them; exec_handoff.h moves a connection it keeps through them), a program's fd up there
+// that is not close-on-exec is marked close-on-exec (what reaches the new image is as if it were
+// closed), and everything below is closed as asked.
 TEST(CloseRangeVfork, ClosesTheProgramsFdsAndKeepsOursUntilTheExec) {
   const int high = HighFdBase();
   if (high <= 0) GTEST_SKIP() << "RLIMIT_NOFILE leaves no region for sanlib's fds";
@@ -139,7 +140,9 @@ TEST(CloseRangeVfork, ClosesTheProgramsFdsAndKeepsOursUntilTheExec) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     if (close_range(3, ~0U, 0) != 0) _exit(11);
-    if (fcntl(app_pipe[0], F_GETFD) != -1 || fcntl(app_high, F_GETFD) != -1) _exit(12);
+    if (fcntl(app_pipe[0], F_GETFD) != -1) _exit(12);
+    const int app_flags = fcntl(app_high, F_GETFD);
+    if (app_flags != -1 && !(app_flags & FD_CLOEXEC)) _exit(14);
     for (int fd : ours) {
       if (fcntl(fd, F_GETFD) == -1) _exit(13);
     }
@@ -148,9 +151,11 @@ TEST(CloseRangeVfork, ClosesTheProgramsFdsAndKeepsOursUntilTheExec) {
   int status = -1;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "exit " << WEXITSTATUS(status) << " (12: a program's fd kept, 13: sanlib's closed)";
-  // The parent's fds and connection are untouched.
-  EXPECT_NE(fcntl(app_high, F_GETFD), -1);
+      << "exit " << WEXITSTATUS(status)
+      << " (12: a program's fd kept, 13: sanlib's closed, 14: a program's fd in sanlib's region "
+         "would reach the new image)";
+  // The parent's fds (their close-on-exec flags too) and connection are untouched.
+  EXPECT_EQ(fcntl(app_high, F_GETFD), 0);
   const char byte = 'x';
   char got = 0;
   ASSERT_EQ(write(pair.client, &byte, 1), 1);
