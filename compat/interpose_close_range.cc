@@ -28,6 +28,7 @@
 #include "compat/managed.h"
 #include "compat/real_calls.h"
 #include "sanlib/common/fd_placement.h"
+#include "sanlib/common/kernel.h"
 #include "sanlib/common/open_fds.h"
 #include "sanlib/common/raw_syscall.h"
 #include "sanlib/socket/runtime.h"
@@ -72,8 +73,15 @@ int CloseRange(unsigned first, unsigned last, int flags) {
     // Our region stays open until the exec, but marked close-on-exec as a whole (ours are
     // already): a program's inheritable fd up there does not reach the new image, as if closed
     // -- one call, where looking at each of thousands of fds cost a spawn milliseconds.
-    if (last >= static_cast<unsigned>(high)) {
-      kernel(std::max(first, static_cast<unsigned>(high)), last, CLOSE_RANGE_CLOEXEC);
+    const unsigned from = std::max(first, static_cast<unsigned>(high));
+    std::vector<int> up;
+    if (last >= from && kernel(from, last, CLOSE_RANGE_CLOEXEC) != 0 &&
+        san::OpenFds(from, last, &up)) {
+      // A kernel before 5.11: each fd up there that is not close-on-exec, closed.
+      for (int fd : up) {
+        if (!san::kernel::CloseOnExec(fd))
+          kernel(static_cast<unsigned>(fd), static_cast<unsigned>(fd), 0);
+      }
     }
     return first <= top ? close_around_ours() : 0;
   }

@@ -99,6 +99,7 @@ int shutdown(int fd, int how) {
 int close(int fd) {
   return KeepErrno([&]() -> int {
     if (Managed(fd)) return san::Close(fd);
+    if (san::VforkChildKeeps(fd)) return 0;
     san::EpollClosed(fd);
     return Real().close(fd);
   });

@@ -26,6 +26,7 @@
 #include "sanlib/socket/exec_image.h"
 #include "sanlib/socket/fork_holders.h"
 #include "sanlib/socket/late_fork.h"
+#include "sanlib/socket/late_upgrade.h"
 #include "sanlib/socket/runtime.h"
 #include "sanlib/socket/socket_ops.h"
 #include "sanlib/socket/tcp_move.h"
@@ -87,11 +88,14 @@ std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
   Runtime* rt = Runtime::IfCreated();
   if (!rt) return nullptr;
   std::unique_ptr<ExecHandoff> h(new ExecHandoff());
-  h->vfork_child_ = rt->pid() != getpid();
+  h->vfork_child_ = Runtime::InVforkChild();
   if (h->vfork_child_) {
     h->HandOffInVforkChild(*rt);
     return h->swapped_.empty() ? nullptr : std::move(h);
   }
+  // A raw clone's child that made no call of ours yet: its own copy of the state, adopted as a
+  // fork child's (its connections count as shared: fork_shared) before anything is decided.
+  Runtime::CheckMissedFork();
   h->pin_ = rt->table().Pin();
   // Every connected SAN socket, with those of its numbers the new image inherits (maybe none).
   struct Candidate {
@@ -312,9 +316,12 @@ void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
   // learned it, else the same file as the parent's number (kcmp), else the inode read from the
   // parent's fd of that number (kcmp refused).
   std::map<SanSocket*, std::vector<int>> inherited;
+  std::vector<SanSocket*> late;  // candidates still on TCP (late_upgrade.h)
   const pid_t self = getpid();
   rt.table().ForEachNumber([&](int fd, SanSocket* s) {
-    if (s->mode.load(std::memory_order_acquire) != SocketMode::kShm || !s->stream) return;
+    const SocketMode mode = s->mode.load(std::memory_order_acquire);
+    const bool candidate = mode == SocketMode::kTcp && LatePending(*s);
+    if (!candidate && (mode != SocketMode::kShm || !s->stream)) return;
     ino_t ino = s->kernel_ino.load();
     for (const Inherited& i : sockets) {
       bool same = ino != 0 && ino == i.ino;
@@ -331,12 +338,23 @@ void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
         }
       }
       if (!same) continue;
+      if (candidate) {
+        if (std::find(late.begin(), late.end(), s) == late.end()) late.push_back(s);
+        continue;
+      }
       std::vector<int>& numbers = inherited[s];
       if (std::find(numbers.begin(), numbers.end(), i.number) == numbers.end()) {
         numbers.push_back(i.number);
       }
     }
   });
+  // A candidate the new image holds must not move to shm under it (the parent cannot count the
+  // image among its holders): it stays TCP for good, as for a posix_spawn child.
+  for (SanSocket* s : late) {
+    if (!KeepLateOnTcp(*s, "a vfork child's exec inherited it")) {
+      SAN_LOG_INFO("exec: fd %d: a move to shm under way goes on (vfork child)", s->fd.load());
+    }
+  }
   // Each one moves to its kernel socket on both ends, which the new image and the parent then
   // share as they would a kernel TCP connection: MOVE to all first, then the answers together.
   const uint64_t deadline = NowNs() + uint64_t{kMoveWaitMs} * 1000000;

@@ -530,6 +530,17 @@ void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why) {
   }
 }
 
+bool KeepLateOnTcp(SanSocket& s, const char* why) {
+  LateUpgrade& u = *s.late;
+  std::lock_guard<std::mutex> lock(u.mu);
+  const LatePhase phase = u.phase.load();
+  if (phase != LatePhase::kWaiting) return phase == LatePhase::kFailed;
+  u.failure = std::string("move given up: ") + why;  // read once the phase says kFailed
+  SetLatePhase(u.phase, LatePhase::kFailed);
+  s.late_pending.store(false, std::memory_order_release);
+  return true;
+}
+
 void CloseLateUpgrade(SanSocket& s) {
   LateUpgrade& u = *s.late;
   Runtime::Get().connections().ForgetLate(s.fd, s.id);

@@ -168,6 +168,11 @@ const std::string& FallbackReason(const SanSocket& s);
 // up, saying `why` (waiting, bounded, for a switch the peer's obliges). san_upgrade (not
 // `try_switch`): gives it up.
 void EndLateUpgrade(SanSocket& s, bool try_switch, const char* why);
+// A candidate whose move has not begun stays kernel TCP for good, saying `why`: true (true too if
+// it had already given up). False while a move is under way, which only EndLateUpgrade can end,
+// with the connection's fds and threads: not from a vfork child. Takes the candidate's lock and
+// changes memory only (no system call), so a vfork child may call it.
+bool KeepLateOnTcp(SanSocket& s, const char* why);
 // close() of a candidate: EndLateUpgrade(s, true, "closed first"), at the cost of a lock when its
 // move never began (the common end of a short connection: nothing to end, no reason to keep).
 void CloseLateUpgrade(SanSocket& s);

@@ -584,13 +584,13 @@ void SweepGhosts() {
   for (int fd : ghosts) ReleaseGhostNumber(fd, Number::kMaybeGhost);  // looked at again
 }
 
+bool VforkChildKeeps(int fd) {
+  return InOwnPlace(fd) && Runtime::InVforkChild() && kernel::CloseOnExec(fd);
+}
+
 int Close(int fd) {
-  // A vfork child closes its own copy; the socket and the table are its parent's. sanlib's own fds
-  // stay in its table until its exec closes them (close-on-exec: nothing the new image can see):
-  // the exec hand-off moves a connection the child keeps through them (exec_handoff.h).
-  if (Runtime::InVforkChild()) {
-    return InOwnPlace(fd) && kernel::CloseOnExec(fd) ? 0 : kernel::close(fd);
-  }
+  // A vfork child closes its own copy; the socket and the table are its parent's.
+  if (Runtime::InVforkChild()) return VforkChildKeeps(fd) ? 0 : kernel::close(fd);
   Runtime::CheckMissedFork();
   Release(fd);
   EpollClosed(fd);

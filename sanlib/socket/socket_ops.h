@@ -33,6 +33,11 @@ int Accept(int fd, sockaddr* addr, socklen_t* len, int flags);
 int Connect(int fd, const sockaddr* addr, socklen_t len);
 int Shutdown(int fd, int how);
 int Close(int fd);
+// Whether this is a vfork child closing one of sanlib's own fds (close-on-exec, where sanlib
+// places its fds): such a close is left undone, the fd staying in the child's table until its
+// exec closes it, since the exec hand-off moves a connection the child keeps through them
+// (exec_handoff.h). Costs no system call unless `fd` is in sanlib's places.
+bool VforkChildKeeps(int fd);
 // What close(fd) does to sanlib's side of fd, without closing the kernel fd (dup2/dup3 onto fd,
 // where the kernel closes it as part of the call).
 void Release(int fd);

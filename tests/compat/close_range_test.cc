@@ -166,6 +166,44 @@ TEST(CloseRangeVfork, ClosesTheProgramsFdsAndKeepsOursUntilTheExec) {
   close(app_pipe[1]);
 }
 
+// The same with a close() per fd, as a child without close_range does (C loops, older libcs):
+// sanlib's close-on-exec fds stay, the program's go, the high one too (not close-on-exec).
+TEST(CloseRangeVfork, OneByOneClosesKeepOursToo) {
+  const int high = HighFdBase();
+  if (high <= 0) GTEST_SKIP() << "RLIMIT_NOFILE leaves no region for sanlib's fds";
+  TcpPair pair;
+  MakePair(true, &pair);
+  std::vector<int> ours;
+  ASSERT_TRUE(OpenFds(static_cast<unsigned>(high), ~0u, &ours));
+  ASSERT_FALSE(ours.empty()) << "no fd of sanlib's in its region";
+  int app_pipe[2];
+  ASSERT_EQ(pipe(app_pipe), 0);
+  const int app_high = fcntl(app_pipe[0], F_DUPFD, ours.back() + 1);
+  ASSERT_GT(app_high, ours.back()) << strerror(errno);
+  const pid_t child = vfork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (int fd = 3; fd <= app_high; ++fd) close(fd);
+    if (fcntl(app_pipe[0], F_GETFD) != -1 || fcntl(app_high, F_GETFD) != -1) _exit(12);
+    for (int fd : ours) {
+      if (fcntl(fd, F_GETFD) == -1) _exit(13);
+    }
+    _exit(0);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "exit " << WEXITSTATUS(status) << " (12: a program's fd kept, 13: sanlib's closed)";
+  const char byte = 'y';
+  char got = 0;
+  ASSERT_EQ(write(pair.client, &byte, 1), 1);
+  ASSERT_EQ(read(pair.server, &got, 1), 1);
+  EXPECT_EQ(got, 'y');
+  close(app_high);
+  close(app_pipe[0]);
+  close(app_pipe[1]);
+}
+
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
   return std::string(std::get<0>(info.param) ? "San" : "Kernel") +
          (std::get<1>(info.param) ? "_closefrom" : "_close_range");
