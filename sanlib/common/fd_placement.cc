@@ -99,13 +99,29 @@ int HighFdBaseFor(rlim_t soft_limit) {
 
 int HighFdBase() { return HighBase(); }
 
+namespace {
+
+// The highest number one of ours took in the high region (InOwnPlace looks no higher: a
+// program's fds above it are not ours, and a close of one costs no system call of ours).
+std::atomic<int> g_high_watermark{-1};
+
+int NoteHigh(int fd) {
+  int seen = g_high_watermark.load(std::memory_order_relaxed);
+  while (fd > seen && !g_high_watermark.compare_exchange_weak(seen, fd)) {
+  }
+  return fd;
+}
+
+}  // namespace
+
 int PlaceHigh(int fd) {
   const int base = HighBase();
-  if (fd < 0 || base < 0 || fd >= base) return fd;
+  if (fd < 0 || base < 0) return fd;
+  if (fd >= base) return NoteHigh(fd);
   const int moved = DupAtLeast(fd, base);
   if (moved < 0) return fd;  // no room up there: keep the low one
   KernelClose(fd);
-  return moved;
+  return NoteHigh(moved);
 }
 
 int PlaceLow(int fd) {
@@ -118,7 +134,7 @@ int PlaceLow(int fd) {
     KernelClose(fd);
   }
   // The program fills the numbers up to the high region: ours are there already.
-  if (placed >= base) return placed;
+  if (placed >= base) return NoteHigh(placed);
   return Record(placed) ? placed : PlaceHigh(placed);
 }
 
@@ -139,7 +155,8 @@ bool IsPlacedLow(int fd) {
 
 bool InOwnPlace(int fd) {
   const int high = HighBase();
-  return (high > 0 && fd >= high) || IsPlacedLow(fd);
+  return (high > 0 && fd >= high && fd <= g_high_watermark.load(std::memory_order_relaxed)) ||
+         IsPlacedLow(fd);
 }
 
 std::vector<int> PlacedLowIn(int first, int last) {
@@ -196,7 +213,7 @@ int DupHigh(int fd) {
   const int base = HighBase();
   if (base >= 0) {
     const int high = DupAtLeast(fd, base);
-    if (high >= 0) return high;
+    if (high >= 0) return NoteHigh(high);
   }
   return DupAtLeast(fd, 0);
 }

@@ -35,8 +35,9 @@ int PlaceLow(int fd);
 // True if fd is one PlaceLow placed and still names the file it placed there (the program may
 // have closed it behind our back and got the number for a file of its own).
 bool IsPlacedLow(int fd);
-// True if fd is where sanlib keeps its own: in the high region (HighFdBase), or placed low and
-// still ours (IsPlacedLow). An application fd up there counts too.
+// True if fd is where sanlib keeps its own: in the high region (HighFdBase) no higher than the
+// highest number one of ours took there, or placed low and still ours (IsPlacedLow). An
+// application fd among ours up there counts too. No system call.
 bool InOwnPlace(int fd);
 // The fds PlaceLow placed (as IsPlacedLow) in [first, last], ascending.
 std::vector<int> PlacedLowIn(int first, int last);

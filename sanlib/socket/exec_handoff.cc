@@ -82,13 +82,23 @@ void RearmTimer(proto::Stream& stream) {
   }
 }
 
+// Whether this is a vfork child: another process than the runtime's, in its memory. Asked of the
+// kernel (kcmp), where it answers: the cached pid that Runtime::InVforkChild compares is the
+// kernel's own wherever MADV_WIPEONFORK is refused. A raw clone's child is not one.
+bool InParentsMemory(Runtime& rt) {
+  const pid_t self = getpid();
+  if (self == rt.pid()) return false;
+  const long same_vm = Syscall(SYS_kcmp, self, rt.pid(), KCMP_VM, 0, 0);
+  return same_vm >= 0 ? same_vm == 0 : Runtime::InVforkChild();
+}
+
 }  // namespace
 
 std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
   Runtime* rt = Runtime::IfCreated();
   if (!rt) return nullptr;
   std::unique_ptr<ExecHandoff> h(new ExecHandoff());
-  h->vfork_child_ = Runtime::InVforkChild();
+  h->vfork_child_ = InParentsMemory(*rt);
   if (h->vfork_child_) {
     h->HandOffInVforkChild(*rt);
     return h->swapped_.empty() ? nullptr : std::move(h);
@@ -316,7 +326,7 @@ void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
   // learned it, else the same file as the parent's number (kcmp), else the inode read from the
   // parent's fd of that number (kcmp refused).
   std::map<SanSocket*, std::vector<int>> inherited;
-  std::vector<SanSocket*> late;  // candidates still on TCP (late_upgrade.h)
+  std::map<SanSocket*, std::vector<int>> late;  // candidates still on TCP (late_upgrade.h)
   const pid_t self = getpid();
   rt.table().ForEachNumber([&](int fd, SanSocket* s) {
     const SocketMode mode = s->mode.load(std::memory_order_acquire);
@@ -338,11 +348,7 @@ void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
         }
       }
       if (!same) continue;
-      if (candidate) {
-        if (std::find(late.begin(), late.end(), s) == late.end()) late.push_back(s);
-        continue;
-      }
-      std::vector<int>& numbers = inherited[s];
+      std::vector<int>& numbers = candidate ? late[s] : inherited[s];
       if (std::find(numbers.begin(), numbers.end(), i.number) == numbers.end()) {
         numbers.push_back(i.number);
       }
@@ -350,10 +356,12 @@ void ExecHandoff::HandOffInVforkChild(Runtime& rt) {
   });
   // A candidate the new image holds must not move to shm under it (the parent cannot count the
   // image among its holders): it stays TCP for good, as for a posix_spawn child.
-  for (SanSocket* s : late) {
-    if (!KeepLateOnTcp(*s, "a vfork child's exec inherited it")) {
-      SAN_LOG_INFO("exec: fd %d: a move to shm under way goes on (vfork child)", s->fd.load());
-    }
+  // One whose move is under way goes on moving under the parent: the child gets a reset socket.
+  for (auto& [s, numbers] : late) {
+    if (KeepLateOnTcp(*s, "a vfork child's exec inherited it")) continue;
+    SAN_LOG_INFO("exec: fd %d's connection is moving to shm; it gets a reset socket (vfork child)",
+                 numbers.front());
+    for (int n : numbers) Swap(n);
   }
   // Each one moves to its kernel socket on both ends, which the new image and the parent then
   // share as they would a kernel TCP connection: MOVE to all first, then the answers together.

@@ -60,7 +60,7 @@ TEST(VforkHandoff, InheritedLateCandidateStaysOnTcpForGood) {
 TEST(VforkHandoff, AnUnmarkedPairMovesWithinTheDrive) {
   LatePair m;
   ASSERT_NO_FATAL_FAILURE(MakeLatePair(&m));
-  EXPECT_TRUE(DriveUpperEndToShm(m.upper, m.lower, 400));
+  EXPECT_TRUE(DriveUpperEndToShm(m.upper, m.lower));
 }
 
 }  // namespace
