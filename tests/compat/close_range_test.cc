@@ -119,89 +119,77 @@ TEST_P(CloseRange, KeepsSanlibsLowFdsAndClosesTheProgramsAmongThem) {
       << "the range closed)";
 }
 
-// A vfork child (Python's subprocess) closes what it does not keep with close_range(3, ~0U, 0)
-// before its exec. sanlib's own fds in the high region stay in its table (close-on-exec: its exec
-// closes them; exec_handoff.h moves a connection it keeps through them), a program's fd up there
-// that is not close-on-exec is marked close-on-exec (what reaches the new image is as if it were
-// closed), and everything below is closed as asked.
-TEST(CloseRangeVfork, ClosesTheProgramsFdsAndKeepsOursUntilTheExec) {
-  const int high = HighFdBase();
-  if (high <= 0) GTEST_SKIP() << "RLIMIT_NOFILE leaves no region for sanlib's fds";
-  TcpPair pair;
-  MakePair(true, &pair);  // a SAN connection: its segment and doorbells are ours, up there
-  std::vector<int> ours;
-  ASSERT_TRUE(OpenFds(static_cast<unsigned>(high), ~0u, &ours));
-  ASSERT_FALSE(ours.empty()) << "no fd of sanlib's in its region";
-  int app_pipe[2];
-  ASSERT_EQ(pipe(app_pipe), 0);
-  const int app_high = fcntl(app_pipe[0], F_DUPFD, ours.back() + 1);  // inheritable, up there
-  ASSERT_GT(app_high, ours.back()) << strerror(errno);
-  const pid_t child = vfork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (close_range(3, ~0U, 0) != 0) _exit(11);
-    if (fcntl(app_pipe[0], F_GETFD) != -1) _exit(12);
-    const int app_flags = fcntl(app_high, F_GETFD);
-    if (app_flags != -1 && !(app_flags & FD_CLOEXEC)) _exit(14);
-    for (int fd : ours) {
-      if (fcntl(fd, F_GETFD) == -1) _exit(13);
-    }
-    _exit(0);
+// A vfork child (Python's subprocess) closes what it does not keep before its exec, with
+// close_range(3, ~0U, 0) or a close() per fd (C loops, older libcs). sanlib's own fds in the high
+// region stay in its table (close-on-exec: its exec closes them; exec_handoff.h moves a connection
+// it keeps through them), a program's fd up there that is not close-on-exec does not reach the new
+// image (close_range marks it close-on-exec, close() closes it), everything below is closed as
+// asked, and the parent's fds and connection are untouched.
+class CloseRangeVfork : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const int high = HighFdBase();
+    if (high <= 0) GTEST_SKIP() << "RLIMIT_NOFILE leaves no region for sanlib's fds";
+    MakePair(true, &pair_);  // a SAN connection: its segment and doorbells are ours, up there
+    ASSERT_TRUE(OpenFds(static_cast<unsigned>(high), ~0u, &ours_));
+    ASSERT_FALSE(ours_.empty()) << "no fd of sanlib's in its region";
+    ASSERT_EQ(pipe(app_pipe_), 0);
+    app_high_ = fcntl(app_pipe_[0], F_DUPFD, ours_.back() + 1);  // inheritable, up there
+    ASSERT_GT(app_high_, ours_.back()) << strerror(errno);
   }
-  int status = -1;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "exit " << WEXITSTATUS(status)
-      << " (12: a program's fd kept, 13: sanlib's closed, 14: a program's fd in sanlib's region "
-         "would reach the new image)";
-  // The parent's fds (their close-on-exec flags too) and connection are untouched.
-  EXPECT_EQ(fcntl(app_high, F_GETFD), 0);
-  const char byte = 'x';
-  char got = 0;
-  ASSERT_EQ(write(pair.client, &byte, 1), 1);
-  ASSERT_EQ(read(pair.server, &got, 1), 1);
-  EXPECT_EQ(got, 'x');
-  close(app_high);
-  close(app_pipe[0]);
-  close(app_pipe[1]);
+  void TearDown() override {
+    for (int fd : {app_high_, app_pipe_[0], app_pipe_[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  // The child's closes, then its checks; its exit status (-1: it did not exit).
+  int RunChild(bool one_by_one) {
+    const pid_t child = vfork();
+    if (child < 0) return -1;
+    if (child == 0) {
+      if (one_by_one) {
+        for (int fd = 3; fd <= app_high_; ++fd) close(fd);
+      } else if (close_range(3, ~0U, 0) != 0) {
+        _exit(11);
+      }
+      if (fcntl(app_pipe_[0], F_GETFD) != -1) _exit(12);
+      const int app_flags = fcntl(app_high_, F_GETFD);
+      if (app_flags != -1 && !(app_flags & FD_CLOEXEC)) _exit(14);
+      for (int fd : ours_) {
+        if (fcntl(fd, F_GETFD) == -1) _exit(13);
+      }
+      _exit(0);
+    }
+    int status = -1;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+  }
+  void ExpectParentUntouched() {
+    EXPECT_EQ(fcntl(app_high_, F_GETFD), 0);  // open, and still inheritable
+    const char byte = 'x';
+    char got = 0;
+    ASSERT_EQ(write(pair_.client, &byte, 1), 1);
+    ASSERT_EQ(read(pair_.server, &got, 1), 1);
+    EXPECT_EQ(got, 'x');
+  }
+  static constexpr const char* kExits =
+      " (12: a program's fd kept, 13: sanlib's closed, 14: a program's fd in sanlib's region "
+      "would reach the new image)";
+
+  TcpPair pair_;
+  std::vector<int> ours_;
+  int app_pipe_[2] = {-1, -1};
+  int app_high_ = -1;
+};
+
+TEST_F(CloseRangeVfork, ClosesTheProgramsFdsAndKeepsOursUntilTheExec) {
+  EXPECT_EQ(RunChild(false), 0) << kExits;
+  ExpectParentUntouched();
 }
 
-// The same with a close() per fd, as a child without close_range does (C loops, older libcs):
-// sanlib's close-on-exec fds stay, the program's go, the high one too (not close-on-exec).
-TEST(CloseRangeVfork, OneByOneClosesKeepOursToo) {
-  const int high = HighFdBase();
-  if (high <= 0) GTEST_SKIP() << "RLIMIT_NOFILE leaves no region for sanlib's fds";
-  TcpPair pair;
-  MakePair(true, &pair);
-  std::vector<int> ours;
-  ASSERT_TRUE(OpenFds(static_cast<unsigned>(high), ~0u, &ours));
-  ASSERT_FALSE(ours.empty()) << "no fd of sanlib's in its region";
-  int app_pipe[2];
-  ASSERT_EQ(pipe(app_pipe), 0);
-  const int app_high = fcntl(app_pipe[0], F_DUPFD, ours.back() + 1);
-  ASSERT_GT(app_high, ours.back()) << strerror(errno);
-  const pid_t child = vfork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    for (int fd = 3; fd <= app_high; ++fd) close(fd);
-    if (fcntl(app_pipe[0], F_GETFD) != -1 || fcntl(app_high, F_GETFD) != -1) _exit(12);
-    for (int fd : ours) {
-      if (fcntl(fd, F_GETFD) == -1) _exit(13);
-    }
-    _exit(0);
-  }
-  int status = -1;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "exit " << WEXITSTATUS(status) << " (12: a program's fd kept, 13: sanlib's closed)";
-  const char byte = 'y';
-  char got = 0;
-  ASSERT_EQ(write(pair.client, &byte, 1), 1);
-  ASSERT_EQ(read(pair.server, &got, 1), 1);
-  EXPECT_EQ(got, 'y');
-  close(app_high);
-  close(app_pipe[0]);
-  close(app_pipe[1]);
+TEST_F(CloseRangeVfork, OneByOneClosesKeepOursToo) {
+  EXPECT_EQ(RunChild(true), 0) << kExits;
+  ExpectParentUntouched();
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {

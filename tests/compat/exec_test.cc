@@ -414,6 +414,17 @@ TEST(ExecTest, PythonSubprocessInTheMiddleOfAConnectionLeavesItWhole) {
   unlink(report.c_str());
 }
 
+// Shuts our end's writing down and expects the program's EOF, then closes `fd` and expects the
+// program to exit 0.
+void ExpectEofThenExit(int fd, Spawned& client) {
+  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
+  int err = 0;
+  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
+  EXPECT_EQ(err, 0) << "expected the program's EOF: " << strerror(err);
+  close(fd);
+  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
+}
+
 // A python program (under sanrun, its connection on shm) echoes half of what we send, then hands
 // the connection to a child that glibc starts and execs by itself: `spawn` (python code that runs
 // `cat` on the connection `c` and sets `rc` to its exit status). cat echoes the rest until our
@@ -441,12 +452,7 @@ void ExpectSpawnedCatServesTheRest(const std::string& name, const std::string& s
       ExpectEcho(fd, std::vector<char>(data.begin(), data.begin() + (1 << 19))));
   ASSERT_NO_FATAL_FAILURE(ExpectEcho(fd, std::vector<char>(data.begin() + (1 << 19), data.end())));
   EXPECT_EQ(ModeOf(fd), SAN_MODE_TCP) << "the connection cat was given did not move";
-  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
-  int err = 0;
-  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
-  EXPECT_EQ(err, 0) << "expected EOF: " << strerror(err);
-  close(fd);
-  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
+  ExpectEofThenExit(fd, client);
 }
 
 TEST(ExecTest, PythonOsSystemChildServesTheConnection) {
@@ -518,12 +524,7 @@ TEST(ExecTest, PythonSubprocessOfAForkSharedConnectionGetsAResetSocket) {
   ASSERT_EQ(ModeOf(fd), SAN_MODE_SHM);
   ExpectEcho(fd, Pattern(1u << 18, 3));
   EXPECT_EQ(ModeOf(fd), SAN_MODE_SHM);
-  ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
-  int err = 0;
-  EXPECT_TRUE(ReadUpTo(fd, 1, &err).empty());
-  EXPECT_EQ(err, 0) << "expected python's EOF: " << strerror(err);
-  close(fd);
-  EXPECT_EQ(client.Wait(kWaitMs), 0) << client.Output();
+  ExpectEofThenExit(fd, client);
 }
 
 // The same in an asyncio program (both ends of the connection in it, its event loop on epoll): the
