@@ -82,23 +82,13 @@ void RearmTimer(proto::Stream& stream) {
   }
 }
 
-// Whether this is a vfork child: another process than the runtime's, in its memory. Asked of the
-// kernel (kcmp), where it answers: the cached pid that Runtime::InVforkChild compares is the
-// kernel's own wherever MADV_WIPEONFORK is refused. A raw clone's child is not one.
-bool InParentsMemory(Runtime& rt) {
-  const pid_t self = getpid();
-  if (self == rt.pid()) return false;
-  const long same_vm = Syscall(SYS_kcmp, self, rt.pid(), KCMP_VM, 0, 0);
-  return same_vm >= 0 ? same_vm == 0 : Runtime::InVforkChild();
-}
-
 }  // namespace
 
 std::unique_ptr<ExecHandoff> ExecHandoff::Prepare(bool new_image_runs_layer) {
   Runtime* rt = Runtime::IfCreated();
   if (!rt) return nullptr;
   std::unique_ptr<ExecHandoff> h(new ExecHandoff());
-  h->vfork_child_ = InParentsMemory(*rt);
+  h->vfork_child_ = Runtime::InVforkChild();
   if (h->vfork_child_) {
     h->HandOffInVforkChild(*rt);
     return h->swapped_.empty() ? nullptr : std::move(h);

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "sanlib/common/fork_held_mutex.h"
 #include "sanlib/common/fork_path.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/raw_syscall.h"
 #include "sanlib/common/this_pid.h"
 #include "sanlib/fabric/address.h"
 #include "sanlib/fabric/registry.h"
@@ -116,8 +119,14 @@ void Runtime::CheckMissedFork() {
 
 bool Runtime::InVforkChild() {
   Runtime* rt = IfCreated();
-  // A raw clone's child (not sharing our memory) sees its own pid through ThisPid: not a vfork.
-  return rt && ThisPid() == rt->pid() && rt->pid() != KernelPid();
+  if (!rt) return false;
+  const pid_t self = KernelPid();
+  if (self == rt->pid()) return false;
+  // Another process. A vfork child shares our memory, the cached pid's page with it; a raw
+  // clone's child does not (ThisPid gives it its own pid). Where MADV_WIPEONFORK is refused the
+  // cache is the kernel's answer in every process: the kernel tells (kcmp; refused: not one).
+  if (ThisPid() == rt->pid()) return true;
+  return Syscall(SYS_kcmp, self, rt->pid(), KCMP_VM, 0, 0) == 0;
 }
 
 void Runtime::AdoptMissedFork() {

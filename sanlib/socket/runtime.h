@@ -59,9 +59,10 @@ class Runtime {
   // (the socket table, the streams' mappings, the epoll sets) with its own fd table, so sanlib
   // must change nothing there: its close of a SAN socket is the kernel's close of its own copy
   // (san::Close unmapped the parent's segment and sent the peer a FIN: the parent's connection
-  // was reset), and its dup and dup2 are the kernel's. One system call (common/this_pid.h: the
-  // cached pid is shared with a vfork child), asked only by calls that would change sanlib's
-  // state, never on the data path.
+  // was reset), and its dup and dup2 are the kernel's. One system call in this process
+  // (common/this_pid.h: the cached pid is shared with a vfork child); in another one a look at the
+  // cache, or, where MADV_WIPEONFORK is refused, a kcmp(KCMP_VM) against ours. Asked only by
+  // calls that would change sanlib's state, never on the data path.
   static bool InVforkChild();
 
   // _exit() and _Exit() (interposed by the compatibility layer): no atexit handler runs, but the
