@@ -23,7 +23,7 @@ PACKAGES="
   libtirpc-dev rpcsvc-proto rpcbind
   libcrypt-dev libedit-dev lftp tnftp vsftpd curl openbsd-inetd
   netpipe-tcp sockperf iperf3 redis-server redis-tools memcached libmemcached-tools nginx-light wrk
-  linux-perf
+  linux-perf strace
   nodejs postgresql
   python3 openssl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf

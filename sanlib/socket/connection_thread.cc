@@ -158,7 +158,7 @@ std::vector<std::unique_ptr<fabric::Listener>> ConnectionThread::UnserveLocked(i
   return listeners;
 }
 
-void ConnectionThread::RemoveListener(int listen_fd) {
+void ConnectionThread::RemoveListener(int listen_fd, bool kernel_listened) {
   std::vector<std::unique_ptr<fabric::Listener>> listeners;
   bool late = false;
   {
@@ -168,11 +168,14 @@ void ConnectionThread::RemoveListener(int listen_fd) {
     // Other processes may still hold the listening socket (fork, SCM_RIGHTS) and accept these
     // connections: their clients wait on the channels filed here. A settling entry is orphaned
     // by the serving thread once its Accept returns (Settle).
-    const uint64_t now = NowNs();
+    const uint64_t now = kernel_listened ? NowNs() : Pending::kNeverAcceptable;
     for (Pending& p : pending_) {
-      if (p.listen_fd == listen_fd && !p.settling) {
+      if (p.listen_fd != listen_fd) continue;
+      if (!p.settling) {
         p.listen_fd = -1;
         p.orphaned_ns = now;
+      } else if (!kernel_listened) {
+        p.orphaned_ns = now;  // kept by Settle
       }
     }
   }
@@ -855,7 +858,7 @@ void ConnectionThread::Settle(proto::Stream* s, Status st) {
         // Its listening socket closed here meanwhile: claimable by another holder for a while.
         // (A late one stays under its token: CloseLateListener waits for it.)
         it->listen_fd = -1;
-        it->orphaned_ns = NowNs();
+        if (it->orphaned_ns == 0) it->orphaned_ns = NowNs();
       }
     }
   }

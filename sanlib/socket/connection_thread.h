@@ -89,8 +89,10 @@ class ConnectionThread {
                      uint64_t late_socket_id = 0);
   // Stops serving listen_fd. Its unclaimed channels stay claimable by other processes for
   // kOrphanGraceMs (another process may hold the listening socket and accept them: a prefork
-  // server whose creator closes its copy), then are aborted.
-  void RemoveListener(int listen_fd);
+  // server whose creator closes its copy), then are aborted; at once if the kernel never
+  // listened on the socket (`kernel_listened` false: its listen() failed), since no process can
+  // accept their connections.
+  void RemoveListener(int listen_fd, bool kernel_listened = true);
   static constexpr uint64_t kOrphanGraceMs = 3000;
   // The process ran out of fds (an application's socket() or accept() failed with EMFILE): stops
   // serving every eager rendezvous, so that their fds (a listening Unix socket and an epoll set
@@ -191,8 +193,9 @@ class ConnectionThread {
     // stream (Claim waits, DropBroken and RemoveListener leave it to the serving thread).
     bool settling = false;
     // Its listening socket was closed here (RemoveListener) at this time: only ClaimProved can
-    // take it, until the grace period ends.
+    // take it, until the grace period ends (kNeverAcceptable: aborted at the next pass).
     uint64_t orphaned_ns = 0;
+    static constexpr uint64_t kNeverAcceptable = 1;
     bool late = false;  // filed without a WAKEUP (AddListener)
     // Its client is gone with an exchange left to deliver: when to ask the kernel again whether
     // its connection can still be accepted (StillAcceptable).

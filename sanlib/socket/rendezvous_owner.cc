@@ -28,7 +28,7 @@ bool OwnerLost(int code) { return code == ENXIO || code == ECONNREFUSED || code 
 
 }  // namespace
 
-bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
+bool OpenRendezvous(SanSocket& s, int fd, bool* in_use, RendezvousSet set) {
   Runtime& rt = Runtime::Get();
   Result<sockaddr_storage> addr = LocalAddress(fd);
   if (!addr.ok()) return false;
@@ -39,13 +39,17 @@ bool OpenRendezvous(SanSocket& s, int fd, bool* in_use) {
   const std::vector<fabric::Provider*> providers =
       rt.ListenProviders(reinterpret_cast<sockaddr*>(&addr.value()), alen, &why);
   if (providers.empty()) {
-    SAN_LOG_INFO("fd %d: listening without SAN rendezvous: %s", fd, why.c_str());
+    if (set != RendezvousSet::kOtherHosts) {  // said once
+      SAN_LOG_INFO("fd %d: listening without SAN rendezvous: %s", fd, why.c_str());
+    }
     return false;
   }
   bool opened = false;
   for (fabric::Provider* provider : providers) {
+    const bool this_host = provider->kind() == fabric::ProviderKind::kShm;
+    if (set != RendezvousSet::kAll && this_host != (set == RendezvousSet::kThisHost)) continue;
     // SAN_SETUP=late: this host's clients start on kernel TCP and move later (late_upgrade.h).
-    if (rt.config().late_setup && provider->kind() == fabric::ProviderKind::kShm) continue;
+    if (rt.config().late_setup && this_host) continue;
     const proto::StreamParams params = rt.StreamParamsFor(*provider);
     Result<std::unique_ptr<fabric::Listener>> listener = provider->Listen(
         reinterpret_cast<sockaddr*>(&addr.value()), alen, proto::Stream::EndpointAttrFor(params));

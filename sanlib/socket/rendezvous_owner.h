@@ -29,10 +29,16 @@
 
 namespace san {
 
-// Opens the rendezvous of the listening socket `fd` for every provider that serves its address
-// and records this process as its owner. False if none could be opened (`in_use` says whether
-// another process holds it).
-bool OpenRendezvous(SanSocket& s, int fd, bool* in_use = nullptr);
+// Which of a socket's rendezvous to open: this host's (shm), which listen() opens before the
+// kernel's listener, the other hosts' (verbs: rdma_cm, which on iWARP takes the TCP port itself),
+// opened only once the kernel listens, or all of them.
+enum class RendezvousSet { kAll, kThisHost, kOtherHosts };
+
+// Opens the rendezvous of the listening socket `fd` (bound) for every provider of `set` that
+// serves its address and records this process as its owner. False if none could be opened
+// (`in_use` says whether another process holds it).
+bool OpenRendezvous(SanSocket& s, int fd, bool* in_use = nullptr,
+                    RendezvousSet set = RendezvousSet::kAll);
 
 // Before an accept on `ls` (fd `listen_fd`) by a process that is not its owner: if the owner
 // process is gone, takes the rendezvous over. One kill(2) when the owner is alive.

@@ -294,13 +294,44 @@ int SocketCreate(int domain, int type, int protocol) {
   return fd;
 }
 
+namespace {
+
+// Whether the socket has its port already (bound): listen() will not pick one.
+bool HasPort(int fd) {
+  Result<sockaddr_storage> local = LocalAddress(fd);
+  return local.ok() && proto::PortOf(local.value()) != 0;
+}
+
+}  // namespace
+
 int Listen(int fd, int backlog) {
   Runtime::CheckMissedFork();
-  SanSocket* s = Runtime::Get().table().Find(fd);
-  if (kernel::listen(fd, backlog) != 0) return -1;
-  if (!s || s->listening.exchange(true)) return 0;  // a second listen() only changes the backlog
+  Runtime& rt = Runtime::Get();
+  SanSocket* s = rt.table().Find(fd);
+  // Set before the rendezvous opens, so that a close or dup meanwhile ends or renames it. A
+  // second listen() only changes the backlog; a connected socket gets the kernel's EINVAL.
+  if (!s || s->mode.load() != SocketMode::kUnconnected || s->listening.exchange(true)) {
+    return kernel::listen(fd, backlog);
+  }
+  // This host's rendezvous opens before the kernel's listener when the port is known: a client
+  // that reaches the kernel's listener then finds the rendezvous too, so a server's first
+  // connections (a health check, a launcher that waits for LISTEN) are accelerated like the rest
+  // (docs/sockets.md "Listen: the rendezvous first"). An unbound socket learns its port from
+  // listen(), and the other hosts' rendezvous (rdma_cm, which on iWARP takes the TCP port
+  // itself) must not take the port from the application: both open after it.
+  const bool host_first = HasPort(fd);
   bool in_use = false;
-  OpenRendezvous(*s, fd, &in_use);
+  const bool opened = host_first && OpenRendezvous(*s, fd, &in_use, RendezvousSet::kThisHost);
+  if (kernel::listen(fd, backlog) != 0) {
+    const int err = errno;
+    // Nobody can accept what its clients connected to meanwhile: their channels are aborted.
+    if (opened) rt.connections().RemoveListener(fd, /*kernel_listened=*/false);
+    s->rendezvous_owner.store(0);
+    s->listening.store(false);
+    errno = err;
+    return -1;
+  }
+  OpenRendezvous(*s, fd, &in_use, host_first ? RendezvousSet::kOtherHosts : RendezvousSet::kAll);
   return 0;
 }
 

@@ -101,10 +101,12 @@ class StartupTest : public ::testing::Test {
     return argv;
   }
 
-  Program& Start(const std::vector<std::string>& argv, bool under_sanrun, const std::string& name) {
-    programs_.push_back(std::make_unique<Program>(
-        RealProgram(Expand(argv), under_sanrun ? SAN_SANRUN : "", {{"SAN_REPORT", report_}},
-                    dir_ + "/" + name + ".log")));
+  // `env`: variables beside SAN_REPORT.
+  Program& Start(const std::vector<std::string>& argv, bool under_sanrun, const std::string& name,
+                 std::map<std::string, std::string> env = {}) {
+    env["SAN_REPORT"] = report_;
+    programs_.push_back(std::make_unique<Program>(RealProgram(
+        Expand(argv), under_sanrun ? SAN_SANRUN : "", env, dir_ + "/" + name + ".log")));
     logs_.push_back(name);
     return *programs_.back();
   }
@@ -297,6 +299,50 @@ INSTANTIATE_TEST_SUITE_P(Patterns, StartupPattern,
                                             ::testing::Values(ClientKind::kSan,
                                                               ClientKind::kPlain)),
                          PatternCaseName);
+
+// ---------------------------------------------------------------------------------------------
+// The first client after listen(): a server's rendezvous is open by the time the kernel listens
+// (docs/sockets.md "Listen: the rendezvous first").
+
+// The arguments that make every listen() system call of a traced program return `ms` late.
+std::vector<std::string> ListenReturnsLate(int ms) {
+  return {"strace",       "-f",        "-qq",
+          "-o",           "/dev/null", "-e",
+          "trace=listen", "-e",        "inject=listen:delay_exit=" + std::to_string(ms * 1000)};
+}
+
+// Whether strace can trace a child here with that injection (ptrace may be refused in a
+// container; an old strace has no delay_exit).
+bool ListenDelayWorks() {
+  if (!Installed("strace")) return false;
+  std::string command;
+  for (const std::string& word : ListenReturnsLate(1)) command += word + " ";
+  return system((command + "true >/dev/null 2>&1").c_str()) == 0;
+}
+
+TEST_F(StartupTest, FirstClientAfterListenIsShm) {
+  if (!ListenDelayWorks()) GTEST_SKIP() << "strace is not installed or cannot trace here";
+  // The eager set-up (the late one starts every connection on TCP by design), and no late move to
+  // stand in for a client that missed the rendezvous: it would stay TCP and fail below.
+  const std::map<std::string, std::string> env = {{"SAN_SETUP", "eager"},
+                                                  {"SAN_UPGRADE_DELAY_US", "600000000"},
+                                                  {"SAN_UPGRADE_BYTES", "0"},
+                                                  {"SAN_UPGRADE_CALLS", "0"}};
+  // Each listen() system call of the server returns a second late: the kernel's listener is
+  // there (LISTEN in /proc/net/tcp) that long before sanlib's listen() goes on. A rendezvous
+  // opened after the kernel's listen() is not there when the client below comes.
+  std::vector<std::string> server = ListenReturnsLate(1000);
+  for (const char* word : {SAN_SANRUN, "--", "{bin}accept_threads", "{port}", "{dir}", "1"}) {
+    server.push_back(word);
+  }
+  Start(server, false, "server", env);
+  ASSERT_TRUE(WaitFor([&] { return ListenerCount(port_) >= 1; }, 15000))
+      << "not listening on " << port_;
+  Program& client = Start({"{bin}client", "{port}", "1"}, true, "client", env);
+  const int status = client.Wait(25000);
+  CheckExchanges(Exchanges(Log("client"), ""), ClientKind::kSan, "SAN client", 1, true);
+  EXPECT_EQ(status, 0) << "client exit status (1: an exchange failed, 3: hung, -1: killed)";
+}
 
 // ---------------------------------------------------------------------------------------------
 // Real daemons in their default start-up.

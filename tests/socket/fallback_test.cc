@@ -398,6 +398,58 @@ TEST_F(Fallback, KernelClientToSanServer) {
   san_close(lfd);
 }
 
+// (b2) A SAN listen() that the kernel refuses (EADDRINUSE: a plain server listens on the port
+// both sockets were bound to with SO_REUSEADDR) leaves no rendezvous behind: sanlib opens a
+// bound socket's rendezvous before the kernel's listen() (docs/sockets.md "Listen: the rendezvous
+// first"), and a rendezvous left open would hand a SAN client a channel to nobody while the plain
+// server accepted its TCP connection.
+TEST_F(Fallback, RefusedSanListenLeavesNoRendezvous) {
+  const int one = 1;
+  const int plain = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(plain, 0) << strerror(errno);
+  ASSERT_EQ(::setsockopt(plain, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
+  sockaddr_in a = Loopback(0);
+  ASSERT_EQ(::bind(plain, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
+  const uint16_t port = PortOf(plain);
+  a = Loopback(port);
+  // The same on the kernel's own socket and on a SAN one: bound, then listen() refused.
+  int errors[2] = {0, 0};
+  const int fds[2] = {::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0),
+                san_socket(AF_INET, SOCK_SAN | SOCK_CLOEXEC, 0)};
+  ASSERT_GE(fds[0], 0) << strerror(errno);
+  ASSERT_GE(fds[1], 0) << strerror(errno);
+  ASSERT_EQ(::setsockopt(fds[0], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
+  ASSERT_EQ(san_setsockopt(fds[1], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
+  ASSERT_EQ(::bind(fds[0], reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
+  ASSERT_EQ(san_bind(fds[1], reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
+  ASSERT_EQ(::listen(plain, 8), 0) << strerror(errno);
+  EXPECT_EQ(::listen(fds[0], 8), -1);
+  errors[0] = errno;
+  EXPECT_EQ(san_listen(fds[1], 8), -1);
+  errors[1] = errno;
+  EXPECT_EQ(errors[0], EADDRINUSE) << strerror(errors[0]);
+  EXPECT_EQ(errors[1], errors[0]) << "san_listen: " << strerror(errors[1]);
+  // A SAN client reaches the plain server over kernel TCP, told so, and its bytes go through.
+  const int fd = SanConnectRetrying(port, kWaitMs);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const san_info info = InfoOf(fd);
+  EXPECT_EQ(info.mode, SAN_MODE_TCP);
+  EXPECT_NE(strstr(info.fallback, "no SAN listener"), nullptr) << "reason: " << info.fallback;
+  const int c = ::accept(plain, nullptr, nullptr);
+  ASSERT_GE(c, 0) << strerror(errno);
+  std::string why;
+  const uint8_t ping[] = {'p', 'i', 'n', 'g'};
+  EXPECT_TRUE(SendAll(kSanIo, fd, ping, sizeof ping, &why)) << why;
+  std::vector<uint8_t> got;
+  EXPECT_TRUE(RecvUpTo(kLibcIo, c, 4, false, &got, &why)) << why;
+  EXPECT_EQ(std::string(got.begin(), got.end()), "ping");
+  ::close(c);
+  san_close(fd);
+  ::close(fds[0]);
+  san_close(fds[1]);
+  ::close(plain);
+}
+
 // (c) socat.
 
 // socat as an echo server (TCP-LISTEN + EXEC:cat) for a sanlib client: full duplex, a reader
