@@ -388,7 +388,9 @@ bool ConnectionThread::InsertLateLocked(const LateDue& d) {
   // Mostly appended (now + the same delay each time); a retry or a drive goes in its place.
   auto at = late_.end();
   while (at != late_.begin() && (at - 1)->due_ns > d.due_ns) --at;
-  return late_.insert(at, d) == late_.begin();
+  // Compared after the insert: begin() taken before it may point into the vector's old storage.
+  const auto inserted = late_.insert(at, d);
+  return inserted == late_.begin();
 }
 
 ConnectionThread::LateDue ConnectionThread::DriveDue(int fd, uint64_t socket_id) {
