@@ -415,7 +415,7 @@ TEST_F(Fallback, RefusedSanListenLeavesNoRendezvous) {
   // The same on the kernel's own socket and on a SAN one: bound, then listen() refused.
   int errors[2] = {0, 0};
   const int fds[2] = {::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0),
-                san_socket(AF_INET, SOCK_SAN | SOCK_CLOEXEC, 0)};
+                      san_socket(AF_INET, SOCK_SAN | SOCK_CLOEXEC, 0)};
   ASSERT_GE(fds[0], 0) << strerror(errno);
   ASSERT_GE(fds[1], 0) << strerror(errno);
   ASSERT_EQ(::setsockopt(fds[0], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
