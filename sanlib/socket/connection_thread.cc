@@ -570,7 +570,10 @@ void ConnectionThread::DropBrokenLocked() {
                        if (p.late) {
                          return p.stream->endpoint().broken() && !p.stream->PeerTcpBytes();
                        }
-                       if (p.orphaned_ns != 0 && now - p.orphaned_ns > kOrphanGraceMs * 1000000) {
+                       const bool expired =
+                           p.orphaned_ns == Pending::kNeverAcceptable ||
+                           (p.orphaned_ns != 0 && now - p.orphaned_ns > kOrphanGraceMs * 1000000);
+                       if (expired) {
                          p.stream->Abort();
                          return true;
                        }

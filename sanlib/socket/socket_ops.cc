@@ -15,6 +15,7 @@
 #include "sanlib/common/fork_path.h"
 #include "sanlib/common/kernel.h"
 #include "sanlib/common/log.h"
+#include "sanlib/common/this_pid.h"
 #include "sanlib/proto/wire.h"
 #include "sanlib/socket/fd_budget.h"
 #include "sanlib/socket/late_phase.h"
@@ -308,8 +309,10 @@ int Listen(int fd, int backlog) {
   Runtime::CheckMissedFork();
   Runtime& rt = Runtime::Get();
   SanSocket* s = rt.table().Find(fd);
-  // Set before the rendezvous opens, so that a close or dup meanwhile ends or renames it. A
-  // second listen() only changes the backlog; a connected socket gets the kernel's EINVAL.
+  // Set before the rendezvous opens, so that a close or dup meanwhile ends or renames it (what
+  // this call writes after a close from another thread is that program's race, as with any call
+  // on an fd being closed). A second listen() only changes the backlog; a connected socket gets
+  // the kernel's EINVAL.
   if (!s || s->mode.load() != SocketMode::kUnconnected || s->listening.exchange(true)) {
     return kernel::listen(fd, backlog);
   }
@@ -325,7 +328,10 @@ int Listen(int fd, int backlog) {
   if (kernel::listen(fd, backlog) != 0) {
     const int err = errno;
     // Nobody can accept what its clients connected to meanwhile: their channels are aborted.
-    if (opened) rt.connections().RemoveListener(fd, /*kernel_listened=*/false);
+    // Opened here, or by a takeover meanwhile (another thread's accept found the owner gone).
+    if (opened || s->rendezvous_owner.load() == ThisPid()) {
+      rt.connections().RemoveListener(fd, /*kernel_listened=*/false);
+    }
     s->rendezvous_owner.store(0);
     s->listening.store(false);
     errno = err;

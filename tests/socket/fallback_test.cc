@@ -445,9 +445,24 @@ TEST_F(Fallback, RefusedSanListenLeavesNoRendezvous) {
   EXPECT_EQ(std::string(got.begin(), got.end()), "ping");
   ::close(c);
   san_close(fd);
-  ::close(fds[0]);
-  san_close(fds[1]);
+  // Once the plain server is gone, listen() again on the same socket succeeds and serves SAN
+  // clients over shm: the failed one left nothing half set up.
   ::close(plain);
+  ::close(fds[0]);
+  ASSERT_EQ(san_listen(fds[1], 8), 0) << strerror(errno);
+  const int again = SanConnectRetrying(port, kWaitMs);
+  ASSERT_GE(again, 0) << strerror(errno);
+  EXPECT_EQ(InfoOf(again).mode, SAN_MODE_SHM) << "reason: " << InfoOf(again).fallback;
+  const int served = SanAcceptWithin(fds[1], kWaitMs);
+  ASSERT_GE(served, 0) << strerror(errno);
+  EXPECT_EQ(InfoOf(served).mode, SAN_MODE_SHM) << "reason: " << InfoOf(served).fallback;
+  EXPECT_TRUE(SendAll(kSanIo, again, ping, sizeof ping, &why)) << why;
+  got.clear();
+  EXPECT_TRUE(RecvUpTo(kSanIo, served, 4, false, &got, &why)) << why;
+  EXPECT_EQ(std::string(got.begin(), got.end()), "ping");
+  san_close(served);
+  san_close(again);
+  san_close(fds[1]);
 }
 
 // (c) socat.
