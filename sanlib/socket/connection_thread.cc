@@ -168,14 +168,14 @@ void ConnectionThread::RemoveListener(int listen_fd, bool kernel_listened) {
     // Other processes may still hold the listening socket (fork, SCM_RIGHTS) and accept these
     // connections: their clients wait on the channels filed here. A settling entry is orphaned
     // by the serving thread once its Accept returns (Settle).
-    const uint64_t now = kernel_listened ? NowNs() : Pending::kNeverAcceptable;
+    const uint64_t orphaned = kernel_listened ? NowNs() : Pending::kNeverAcceptable;
     for (Pending& p : pending_) {
       if (p.listen_fd != listen_fd) continue;
       if (!p.settling) {
         p.listen_fd = -1;
-        p.orphaned_ns = now;
+        p.orphaned_ns = orphaned;
       } else if (!kernel_listened) {
-        p.orphaned_ns = now;  // kept by Settle
+        p.orphaned_ns = orphaned;  // kept by Settle
       }
     }
   }

@@ -324,12 +324,13 @@ int Listen(int fd, int backlog) {
   // itself) must not take the port from the application: both open after it.
   const bool host_first = HasPort(fd);
   bool in_use = false;
-  const bool opened = host_first && OpenRendezvous(*s, fd, &in_use, RendezvousSet::kThisHost);
+  if (host_first) OpenRendezvous(*s, fd, &in_use, RendezvousSet::kThisHost);
   if (kernel::listen(fd, backlog) != 0) {
     const int err = errno;
     // Nobody can accept what its clients connected to meanwhile: their channels are aborted.
-    // Opened here, or by a takeover meanwhile (another thread's accept found the owner gone).
-    if (opened || s->rendezvous_owner.load() == ThisPid()) {
+    // Served here: opened above, or by a takeover meanwhile (another thread's accept found the
+    // owner gone); both record this process as the owner.
+    if (s->rendezvous_owner.load() == ThisPid()) {
       rt.connections().RemoveListener(fd, /*kernel_listened=*/false);
     }
     s->rendezvous_owner.store(0);
